@@ -1,0 +1,579 @@
+"""Snapshot resolution: which files make up a table as one reader sees it.
+
+The rules are Hive 3's ``AcidUtils.getAcidState``, per partition:
+
+1. Folders whose compactor transaction (``_vT``) the transaction list does not show are skipped.
+2. The base is the newest valid one. A compacted base (``_vT`` or ``_metadata_acid``) is valid
+   when no write at or below it is open; an insert-overwrite base when its own write is
+   committed. Older bases are obsolete. Bases present but none valid, and the oldest one
+   compacted: the reader's snapshot is older than the history kept (an error, as in Hive).
+3. Original (pre-ACID) files are obsolete once there is a base.
+4. Deltas with no valid write are dropped (aborted or not yet committed). The rest, ordered
+   by (min ascending, max descending, statement), are walked once: a delta is kept when it adds
+   writes past the last kept one, when it is another statement of the last kept write, or when
+   it is the delete delta twin of the last kept delta; anything else is covered and obsolete.
+5. Kept files are grouped into bucket slices per (partition, bucket id).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from fsspec import AbstractFileSystem
+
+from .listing import StoredFile, list_table_files, resolve_filesystem
+from .names import (
+    AcidDir,
+    BaseDir,
+    DeltaDir,
+    is_hidden,
+    is_side_file,
+    parse_acid_dir,
+    parse_bucket_file,
+    parse_original_file,
+)
+from .partitions import Partition, parse_partition_component
+from .writeids import RangeValidity, ValidTxnList, ValidWriteIdList
+
+
+class AcidLayoutError(ValueError):
+    """Folders whose write ranges cannot come from Hive (partly overlapping ranges)."""
+
+
+class NotEnoughHistoryError(RuntimeError):
+    """The reader's write-id list predates the oldest base the table still keeps."""
+
+
+class FileRole(str, Enum):
+    BASE = "base"
+    DELTA = "delta"
+    DELETE_DELTA = "delete_delta"
+    ORIGINAL = "original"
+
+
+class ExclusionReason(str, Enum):
+    OBSOLETE = "obsolete"
+    ABORTED = "aborted"
+    NOT_VISIBLE = "not_visible"
+    INVALID_BASE = "invalid_base"
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A file of a snapshot with what the row reader needs to know about it."""
+
+    file: StoredFile
+    role: FileRole
+    bucket_id: int
+    folder: AcidDir | None = None
+    #: Write ids inside the folder's range that the reader must not see (partly valid range).
+    invalid_write_ids: tuple[int, ...] = ()
+    #: The folder holds ``_orc_acid_version`` (ACID files that predate the footer marker).
+    acid_version_marked: bool = False
+
+    @property
+    def path(self) -> str:
+        return self.file.path
+
+
+@dataclass(frozen=True)
+class ExcludedEntry:
+    """A folder or file that is present but not part of the snapshot, with the reason."""
+
+    path: str
+    reason: ExclusionReason
+    detail: str
+
+
+@dataclass(frozen=True)
+class UnrecognisedEntry:
+    """Something inside the table that is neither data, a side file, nor a hidden name."""
+
+    path: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class ChosenDelta:
+    """A delta folder of the snapshot; ``validity`` SOME means rows must be filtered."""
+
+    folder: DeltaDir
+    path: str
+    validity: RangeValidity
+    invalid_write_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class BucketSlice:
+    """Everything one bucket of one partition needs: the unit of pruning and compaction.
+
+    ``data_files`` is in Hive's reading order: originals, then the base, then the deltas.
+    """
+
+    partition: Partition
+    bucket_id: int
+    original_files: tuple[DataFile, ...] = ()
+    base_files: tuple[DataFile, ...] = ()
+    delta_files: tuple[DataFile, ...] = ()
+    delete_delta_files: tuple[DataFile, ...] = ()
+
+    @property
+    def data_files(self) -> tuple[DataFile, ...]:
+        return self.original_files + self.base_files + self.delta_files
+
+    @property
+    def files(self) -> tuple[DataFile, ...]:
+        return self.data_files + self.delete_delta_files
+
+    @property
+    def key(self) -> str:
+        """A stable id: ``<partition path>#<bucket>`` (``#0`` for an unpartitioned table)."""
+        return f"{self.partition.path}#{self.bucket_id}"
+
+    @property
+    def size(self) -> int:
+        return sum(f.file.size for f in self.files)
+
+
+@dataclass(frozen=True)
+class PartitionSnapshot:
+    partition: Partition
+    base: BaseDir | None
+    base_path: str | None
+    deltas: tuple[ChosenDelta, ...]
+    slices: tuple[BucketSlice, ...]
+    excluded: tuple[ExcludedEntry, ...]
+
+
+@dataclass(frozen=True)
+class TableSnapshot:
+    """The resolved table: partitions, their slices, and what was left out and why."""
+
+    root: str
+    write_ids: ValidWriteIdList
+    txns: ValidTxnList | None
+    insert_only: bool
+    partitions: tuple[PartitionSnapshot, ...]
+    unrecognised: tuple[UnrecognisedEntry, ...] = ()
+
+    @property
+    def slices(self) -> tuple[BucketSlice, ...]:
+        return tuple(s for p in self.partitions for s in p.slices)
+
+    @property
+    def files(self) -> tuple[DataFile, ...]:
+        return tuple(f for s in self.slices for f in s.files)
+
+    @property
+    def excluded(self) -> tuple[ExcludedEntry, ...]:
+        return tuple(e for p in self.partitions for e in p.excluded)
+
+    def partition_keys(self) -> tuple[str, ...]:
+        for p in self.partitions:
+            if p.partition.values:
+                return p.partition.keys
+        return ()
+
+
+# -- grouping the listing --------------------------------------------------------------------
+
+
+@dataclass
+class _Folder:
+    dir: AcidDir
+    path: str
+    data: list[StoredFile] = field(default_factory=list)
+    side_files: set[str] = field(default_factory=set)
+
+    @property
+    def is_compacted_base(self) -> bool:
+        return isinstance(self.dir, BaseDir) and (
+            self.dir.visibility_txn_id is not None or "_metadata_acid" in self.side_files
+        )
+
+
+@dataclass
+class _PartitionListing:
+    partition: Partition
+    folders: dict[str, _Folder] = field(default_factory=dict)
+    originals: list[StoredFile] = field(default_factory=list)
+
+
+def _group_listing(
+    root: str, files: Iterable[StoredFile], insert_only: bool
+) -> tuple[list[_PartitionListing], list[UnrecognisedEntry]]:
+    partitions: dict[str, _PartitionListing] = {}
+    unrecognised: list[UnrecognisedEntry] = []
+    prefix = root.rstrip("/") + "/"
+    for stored in files:
+        relative = stored.path[len(prefix) :] if stored.path.startswith(prefix) else stored.path
+        parts = relative.split("/")
+        if any(is_hidden(p) and not is_side_file(p) for p in parts):
+            continue  # staging folders, _SUCCESS, .crc files: never table data
+        depth = 0
+        while depth < len(parts) - 1 and parse_partition_component(parts[depth]):
+            depth += 1
+        partition_path = "/".join(parts[:depth])
+        listing = partitions.get(partition_path)
+        if listing is None:
+            listing = partitions[partition_path] = _PartitionListing(
+                Partition.from_components(parts[:depth])
+            )
+        rest = parts[depth:]
+        acid_dir = parse_acid_dir(rest[0]) if len(rest) > 1 else None
+        if acid_dir is not None:
+            folder_path = (
+                posixpath.join(prefix + partition_path, rest[0])
+                if partition_path
+                else prefix + rest[0]
+            )
+            problem = _place_in_folder(listing, acid_dir, folder_path, rest, stored, insert_only)
+        else:
+            problem = _place_original(listing, rest, stored)
+        if problem:
+            unrecognised.append(UnrecognisedEntry(stored.path, problem))
+    return [partitions[k] for k in sorted(partitions)], unrecognised
+
+
+def _place_in_folder(
+    listing: _PartitionListing,
+    acid_dir: AcidDir,
+    folder_path: str,
+    rest: list[str],
+    stored: StoredFile,
+    insert_only: bool,
+) -> str | None:
+    if insert_only and isinstance(acid_dir, DeltaDir) and acid_dir.is_delete:
+        return "delete delta in an insert-only table"
+    folder = listing.folders.setdefault(acid_dir.name, _Folder(acid_dir, folder_path))
+    if len(rest) > 2:
+        return f"nested folder inside {acid_dir.name}; ACID folders hold files only"
+    name = rest[1]
+    if is_side_file(name):
+        folder.side_files.add(name)
+        return None
+    if stored.size == 0:
+        return None
+    if isinstance(acid_dir, DeltaDir) and acid_dir.is_delete and parse_bucket_file(name) is None:
+        return f"{name!r} in {acid_dir.name} is not a bucket_N file"
+    folder.data.append(stored)
+    return None
+
+
+def _place_original(listing: _PartitionListing, rest: list[str], stored: StoredFile) -> str | None:
+    name = rest[-1]
+    if is_side_file(name) or stored.size == 0:
+        return None
+    if parse_original_file(name) is None:
+        if len(rest) > 1:
+            return (
+                f"folder {rest[0]!r} is neither a partition (k=v) nor a base/delta folder, "
+                f"and {name!r} is not an original file name (N_M or N_M_copy_K)"
+            )
+        return f"{name!r} is not a Hive data file name (N_M, N_M_copy_K) outside base/delta"
+    listing.originals.append(stored)
+    return None
+
+
+# -- the walk --------------------------------------------------------------------------------
+
+
+def bucket_id_of(name: str) -> int:
+    """The bucket a data file belongs to, from its name; 0 when the name carries none.
+
+    ``bucket_N`` and ``bucket_N_A`` -> N; ``N_M`` and ``N_M_copy_K`` -> N. Files that LOAD DATA
+    or insert-only writers left under other names have no bucket number and count as bucket 0.
+    """
+    bucket = parse_bucket_file(name)
+    if bucket is not None:
+        return bucket.bucket_id
+    original = parse_original_file(name)
+    return original.bucket_id if original is not None else 0
+
+
+def _resolve_partition(
+    listing: _PartitionListing, write_ids: ValidWriteIdList, txns: ValidTxnList | None
+) -> PartitionSnapshot:
+    excluded: list[ExcludedEntry] = []
+    folders = [f for f in listing.folders.values() if _visible(f, txns, excluded)]
+
+    base = _choose_base(
+        [f for f in folders if isinstance(f.dir, BaseDir)], write_ids, excluded, listing
+    )
+    base_write = base.dir.write_id if base else 0
+
+    originals = sorted(listing.originals, key=lambda f: f.path)
+    if base and originals:
+        excluded.extend(
+            ExcludedEntry(
+                f.path, ExclusionReason.OBSOLETE, f"original file covered by {base.dir.name}"
+            )
+            for f in originals
+        )
+        originals = []
+
+    deltas = _choose_deltas(
+        [f for f in folders if isinstance(f.dir, DeltaDir)],
+        base.dir.name if base else None,
+        base_write,
+        write_ids,
+        excluded,
+    )
+    slices = _bucket_slices(listing.partition, originals, base, deltas, listing.folders)
+    return PartitionSnapshot(
+        partition=listing.partition,
+        base=base.dir if base else None,
+        base_path=base.path if base else None,
+        deltas=tuple(deltas),
+        slices=slices,
+        excluded=tuple(sorted(excluded, key=lambda e: e.path)),
+    )
+
+
+def _visible(folder: _Folder, txns: ValidTxnList | None, excluded: list[ExcludedEntry]) -> bool:
+    txn = folder.dir.visibility_txn_id
+    if txn is None or txns is None or txns.is_valid(txn):
+        return True
+    if txns.is_aborted(txn):
+        excluded.append(
+            ExcludedEntry(
+                folder.path, ExclusionReason.ABORTED, f"compactor transaction {txn} aborted"
+            )
+        )
+    else:
+        excluded.append(
+            ExcludedEntry(
+                folder.path,
+                ExclusionReason.NOT_VISIBLE,
+                f"compactor transaction {txn} not yet visible",
+            )
+        )
+    return False
+
+
+def _base_is_valid(folder: _Folder, write_ids: ValidWriteIdList) -> bool:
+    if folder.is_compacted_base:
+        return write_ids.is_valid_base(folder.dir.write_id)
+    return write_ids.is_valid(folder.dir.write_id)  # insert overwrite: a write like any other
+
+
+def _choose_base(
+    bases: list[_Folder],
+    write_ids: ValidWriteIdList,
+    excluded: list[ExcludedEntry],
+    listing: _PartitionListing,
+) -> _Folder | None:
+    if not bases:
+        return None
+    bases = sorted(bases, key=lambda f: f.dir.write_id, reverse=True)
+    chosen = next((f for f in bases if _base_is_valid(f, write_ids)), None)
+    for folder in bases:
+        if folder is chosen:
+            continue
+        if chosen is not None and folder.dir.write_id < chosen.dir.write_id:
+            excluded.append(
+                ExcludedEntry(
+                    folder.path, ExclusionReason.OBSOLETE, f"older than {chosen.dir.name}"
+                )
+            )
+        else:
+            kind = "compacted base" if folder.is_compacted_base else "insert-overwrite base"
+            excluded.append(
+                ExcludedEntry(
+                    folder.path,
+                    ExclusionReason.INVALID_BASE,
+                    f"{kind} not valid for write-id list {write_ids} "
+                    "(a write at or below it is open, aborted or above the high watermark)",
+                )
+            )
+    oldest = bases[-1]
+    if chosen is None and oldest.is_compacted_base:
+        invalid = sorted(set(write_ids.open_ids) | set(write_ids.aborted_ids))
+        first_invalid = str(invalid[0]) if invalid else "x"
+        raise NotEnoughHistoryError(
+            f"Not enough history available for ({write_ids.high_watermark},{first_invalid}). "
+            f"Oldest available base: {oldest.path}"
+        )
+    return chosen
+
+
+def _choose_deltas(
+    deltas: list[_Folder],
+    base_name: str | None,
+    base_write: int,
+    write_ids: ValidWriteIdList,
+    excluded: list[ExcludedEntry],
+) -> list[ChosenDelta]:
+    working: list[_Folder] = []
+    for folder in deltas:
+        delta: DeltaDir = folder.dir  # type: ignore[assignment]
+        validity = write_ids.range_validity(delta.min_write_id, delta.max_write_id)
+        if validity is not RangeValidity.NONE:
+            working.append(folder)
+        elif write_ids.is_range_aborted(delta.min_write_id, delta.max_write_id):
+            excluded.append(
+                ExcludedEntry(
+                    folder.path, ExclusionReason.ABORTED, "every write in its range aborted"
+                )
+            )
+        else:
+            excluded.append(
+                ExcludedEntry(
+                    folder.path,
+                    ExclusionReason.NOT_VISIBLE,
+                    f"no committed write in its range for write-id list {write_ids}",
+                )
+            )
+    working.sort(key=lambda f: f.dir.sort_key)
+
+    chosen: list[ChosenDelta] = []
+    current = base_write  # the highest write the kept folders cover
+    single_write_statement: int | None = None  # set while the last advance was one write
+    previous: DeltaDir | None = None
+    kept: dict[tuple, str] = {}
+    for folder in working:
+        delta: DeltaDir = folder.dir  # type: ignore[no-redef]
+        identity = (delta.kind, delta.min_write_id, delta.max_write_id, delta.statement_id)
+        reason = f"covered by {previous.name if previous else base_name}"
+        if identity in kept:
+            keep, reason = False, f"duplicate of {kept[identity]}"
+        elif delta.max_write_id > current:
+            if delta.min_write_id <= current:
+                raise AcidLayoutError(
+                    f"{folder.path} (writes {delta.min_write_id}..{delta.max_write_id}) overlaps "
+                    f"{previous.name if previous else base_name} (writes up to {current}) "
+                    "without covering it: Hive never writes such ranges, and reading both "
+                    "would duplicate rows"
+                )
+            keep = write_ids.range_validity(current + 1, delta.max_write_id) is not (
+                RangeValidity.NONE
+            )
+            if keep:
+                current = delta.max_write_id
+                single_write_statement = (
+                    delta.statement_id if delta.min_write_id == delta.max_write_id else None
+                )
+            else:
+                reason = f"no valid write past {previous.name if previous else base_name}"
+        elif delta.min_write_id == delta.max_write_id == current:
+            # another statement of the same multi-statement write
+            keep = single_write_statement is not None and delta.statement_id is not None
+        else:
+            keep = False
+        if (
+            not keep
+            and previous is not None
+            and previous.kind is not delta.kind
+            and identity not in kept
+            and delta.same_range_and_statement(previous)
+        ):
+            keep = True  # the delete_delta twin of the delta just kept (or the reverse)
+        if not keep:
+            excluded.append(ExcludedEntry(folder.path, ExclusionReason.OBSOLETE, reason))
+            continue
+        kept[identity] = delta.name
+        previous = delta
+        validity = write_ids.range_validity(delta.min_write_id, delta.max_write_id)
+        invalid = (
+            write_ids.invalid_ids_in(delta.min_write_id, delta.max_write_id)
+            if validity is RangeValidity.SOME
+            else ()
+        )
+        chosen.append(ChosenDelta(delta, folder.path, validity, invalid))
+    return chosen
+
+
+def _bucket_slices(
+    partition: Partition,
+    originals: list[StoredFile],
+    base: _Folder | None,
+    deltas: list[ChosenDelta],
+    folders: dict[str, _Folder],
+) -> tuple[BucketSlice, ...]:
+    groups: dict[int, dict[FileRole, list[DataFile]]] = defaultdict(lambda: defaultdict(list))
+    for stored in originals:
+        bucket = bucket_id_of(stored.name)
+        groups[bucket][FileRole.ORIGINAL].append(DataFile(stored, FileRole.ORIGINAL, bucket))
+    if base is not None:
+        marked = "_orc_acid_version" in base.side_files
+        for stored in base.data:
+            bucket = bucket_id_of(stored.name)
+            groups[bucket][FileRole.BASE].append(
+                DataFile(stored, FileRole.BASE, bucket, base.dir, (), marked)
+            )
+    for chosen in deltas:
+        folder = folders[chosen.folder.name]
+        role = FileRole.DELETE_DELTA if chosen.folder.is_delete else FileRole.DELTA
+        marked = "_orc_acid_version" in folder.side_files
+        for stored in sorted(folder.data, key=lambda f: f.path):
+            bucket = bucket_id_of(stored.name)
+            groups[bucket][role].append(
+                DataFile(stored, role, bucket, chosen.folder, chosen.invalid_write_ids, marked)
+            )
+    slices = []
+    for bucket in sorted(groups):
+        by_role = groups[bucket]
+        slices.append(
+            BucketSlice(
+                partition=partition,
+                bucket_id=bucket,
+                original_files=tuple(by_role[FileRole.ORIGINAL]),
+                base_files=tuple(sorted(by_role[FileRole.BASE], key=lambda f: f.path)),
+                delta_files=tuple(by_role[FileRole.DELTA]),
+                delete_delta_files=tuple(by_role[FileRole.DELETE_DELTA]),
+            )
+        )
+    return tuple(slices)
+
+
+# -- entry points ----------------------------------------------------------------------------
+
+
+def resolve_files(
+    root: str,
+    files: Iterable[StoredFile],
+    write_ids: ValidWriteIdList | None = None,
+    txns: ValidTxnList | None = None,
+    *,
+    insert_only: bool = False,
+) -> TableSnapshot:
+    """Resolve a snapshot from an already listed set of files below ``root``."""
+    write_ids = write_ids or ValidWriteIdList.all_committed()
+    listings, unrecognised = _group_listing(root, files, insert_only)
+    partitions = tuple(_resolve_partition(listing, write_ids, txns) for listing in listings)
+    return TableSnapshot(
+        root=root,
+        write_ids=write_ids,
+        txns=txns,
+        insert_only=insert_only,
+        partitions=partitions,
+        unrecognised=tuple(unrecognised),
+    )
+
+
+def resolve_snapshot(
+    table_uri: str,
+    write_ids: ValidWriteIdList | str | None = None,
+    txns: ValidTxnList | str | None = None,
+    *,
+    insert_only: bool = False,
+    filesystem: AbstractFileSystem | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> TableSnapshot:
+    """List ``table_uri`` once and resolve the snapshot that ``write_ids`` and ``txns`` see.
+
+    Write-id and transaction lists may be given as Hive's serialized strings.
+    """
+    from .writeids import parse_write_id_list
+
+    if isinstance(write_ids, str):
+        write_ids = parse_write_id_list(write_ids)
+    if isinstance(txns, str):
+        txns = ValidTxnList.parse(txns)
+    fs, root = resolve_filesystem(table_uri, filesystem, storage_options)
+    return resolve_files(root, list_table_files(fs, root), write_ids, txns, insert_only=insert_only)
