@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+# Airflow reads its home at import time: every test session gets a throwaway one.
+os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="acid-airflow-home-"))
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(os.environ.get("ACID_FIXTURES", REPO.parent / "shared" / "fixtures" / "hive-acid"))

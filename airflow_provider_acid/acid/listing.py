@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,11 +55,49 @@ def list_table_files(fs: AbstractFileSystem, root: str) -> list[StoredFile]:
         found = {}
     if not found and not fs.isdir(root):  # only an empty answer costs a second call
         raise TableLocationError(f"table location {root!r} does not exist or is not a folder")
+    return _stored_files(found)
+
+
+def _stored_files(found: dict[str, dict[str, Any]]) -> list[StoredFile]:
     files = [
         StoredFile(
-            path=info.get("name", path), size=int(info.get("size") or 0), version=_version_of(info)
+            path=info.get("name", path),
+            size=int(info.get("size") or 0),
+            version=_version_of(info),
         )
         for path, info in found.items()
         if info.get("type", "file") != "directory"
     ]
     return sorted(files, key=lambda f: f.path)
+
+
+def open_async_filesystem(
+    uri: str, storage_options: dict[str, Any] | None = None
+) -> tuple[AbstractFileSystem, str]:
+    """For use inside an event loop: an fsspec filesystem in asynchronous mode where its
+    implementation has one (s3fs, gcsfs, ...), else the ordinary one (local, memory)."""
+    protocol = fsspec.core.split_protocol(uri)[0] or "file"
+    cls = fsspec.get_filesystem_class(protocol)
+    options = dict(storage_options or {})
+    if getattr(cls, "async_impl", False):
+        options["asynchronous"] = True
+        options.setdefault("skip_instance_cache", True)
+    fs, path = fsspec.core.url_to_fs(uri, **options)
+    return fs, path.rstrip("/") or "/"
+
+
+async def alist_table_files(fs: AbstractFileSystem, root: str) -> list[StoredFile]:
+    """:func:`list_table_files` without blocking the event loop.
+
+    Asynchronous filesystems are awaited directly (one recursive ``_find``); the others are
+    listed in a worker thread.
+    """
+    if not (getattr(fs, "async_impl", False) and getattr(fs, "asynchronous", False)):
+        return await asyncio.to_thread(list_table_files, fs, root)
+    try:
+        found = await fs._find(root, detail=True)
+    except FileNotFoundError:
+        found = {}
+    if not found and not await fs._isdir(root):
+        raise TableLocationError(f"table location {root!r} does not exist or is not a folder")
+    return _stored_files(found)

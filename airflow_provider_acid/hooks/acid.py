@@ -1,0 +1,120 @@
+"""AcidHook: storage access for Hive ACID tables from an Airflow connection of type ``acid``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from airflow.sdk import BaseHook
+from fsspec import AbstractFileSystem
+
+from ..acid.listing import resolve_filesystem
+
+#: Connection extras that carry secrets; never logged, never returned in XCom or manifests.
+SENSITIVE_FIELDS = ("secret", "token")
+
+
+def _extra_value(extra: dict[str, Any], name: str) -> Any:
+    for key in (name, f"extra__acid__{name}"):
+        value = extra.get(key)
+        if value not in (None, ""):
+            return value
+    return None
+
+
+def storage_options_from_extra(extra: dict[str, Any]) -> dict[str, Any]:
+    """fsspec storage options from an ``acid`` connection's extra fields.
+
+    ``endpoint_url``, ``key``, ``secret``, ``token`` and ``region_name`` map to s3fs options;
+    ``storage_options`` (a JSON object) is merged last for anything else fsspec accepts.
+    """
+    options: dict[str, Any] = {}
+    for name in ("key", "secret", "token"):
+        if (value := _extra_value(extra, name)) is not None:
+            options[name] = value
+    client_kwargs: dict[str, Any] = {}
+    if (endpoint := _extra_value(extra, "endpoint_url")) is not None:
+        client_kwargs["endpoint_url"] = endpoint
+    if (region := _extra_value(extra, "region_name")) is not None:
+        client_kwargs["region_name"] = region
+    if client_kwargs:
+        options["client_kwargs"] = client_kwargs
+    raw = _extra_value(extra, "storage_options")
+    if raw is not None:
+        try:
+            more = json.loads(raw) if isinstance(raw, str) else dict(raw)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(
+                f"connection extra 'storage_options' is not a JSON object: {exc}"
+            ) from None
+        options.update(more)
+    return options
+
+
+class AcidHook(BaseHook):
+    """Builds the fsspec filesystem for table and output URIs from an ``acid`` connection.
+
+    With no connection id, URIs are opened with fsspec's defaults (local paths, ``memory://``,
+    or the environment's credentials).
+
+    :param acid_conn_id: the ``acid`` connection holding the storage URI prefix and options.
+    """
+
+    conn_name_attr = "acid_conn_id"
+    default_conn_name = "acid_default"
+    conn_type = "acid"
+    hook_name = "Hive ACID storage"
+
+    def __init__(self, acid_conn_id: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.acid_conn_id = acid_conn_id
+        self._options: dict[str, Any] | None = None
+        self._prefix: str | None = None
+
+    def _load(self) -> None:
+        if self._options is not None:
+            return
+        if not self.acid_conn_id:
+            self._options, self._prefix = {}, None
+            return
+        conn = self.get_connection(self.acid_conn_id)
+        extra = conn.extra_dejson or {}
+        self._options = storage_options_from_extra(extra)
+        self._prefix = _extra_value(extra, "uri_prefix") or conn.host or None
+
+    @property
+    def storage_options(self) -> dict[str, Any]:
+        """fsspec storage options (with secrets: do not log or return them)."""
+        self._load()
+        return dict(self._options or {})
+
+    @property
+    def uri_prefix(self) -> str | None:
+        """The storage URI prefix the connection names (e.g. ``s3://warehouse``), if any."""
+        self._load()
+        return self._prefix
+
+    def resolve_uri(self, uri: str) -> str:
+        """A relative URI is taken below the connection's prefix; others are used as given."""
+        prefix = self.uri_prefix
+        if prefix and "://" not in uri and not uri.startswith("/"):
+            return prefix.rstrip("/") + "/" + uri
+        return uri
+
+    def get_filesystem(self, uri: str) -> tuple[AbstractFileSystem, str]:
+        """The filesystem and path for ``uri``."""
+        return resolve_filesystem(self.resolve_uri(uri), storage_options=self.storage_options)
+
+    def test_connection(self) -> tuple[bool, str]:
+        """Lists the prefix once (the UI's Test button)."""
+        if not self.uri_prefix:
+            return False, "the connection names no storage URI prefix"
+        try:
+            fs, path = self.get_filesystem(self.uri_prefix)
+            fs.ls(path)
+        except Exception as exc:  # the UI shows the message
+            return False, f"cannot list {self.uri_prefix}: {exc}"
+        return True, f"listed {self.uri_prefix}"
+
+    def __repr__(self) -> str:
+        return f"AcidHook(acid_conn_id={self.acid_conn_id!r})"
