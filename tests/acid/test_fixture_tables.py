@@ -140,3 +140,33 @@ def test_cli_errors_are_one_clear_line(tmp_path, capsys):
     assert "does not exist" in err and str(tmp_path / "missing") in err
     assert main(["inspect", str(tmp_path), "--valid-write-ids", "t:x:1::"]) == 2
     assert "'x'" in capsys.readouterr().err
+
+
+DATA_FILES = {
+    "nation": 1,
+    "nation_originals": 1,
+    "dummy_id_data": 5,
+    "delete_deltas_only": 0,
+    "acid_version_hive_3": 1,
+    "plain_file_as_original": 1,
+    "plain_file_in_delta": 1,
+    "load_data": 2,
+    "hcube_tbl6_partitioned": 2,
+    "hcube_tbl": 1,
+    "hcube_tbl1": 3,
+    "hcube_tbl2": 2,
+    "hcube_tbl3": 1,
+    "hcube_tbl4": 1,
+    "hcube_tbl5": 1,
+    "hcube_tbl6": 1,
+}
+
+
+@pytest.mark.parametrize("table", sorted(DATA_FILES))
+def test_every_fixture_table_resolves_with_nothing_unrecognised(hive_table, table):
+    from conftest import FIXTURE_TABLES
+
+    assert set(DATA_FILES) == set(FIXTURE_TABLES)
+    snap = resolve_snapshot(str(hive_table(table)))
+    assert snap.unrecognised == ()
+    assert sum(len(s.data_files) for s in snap.slices) == DATA_FILES[table]
