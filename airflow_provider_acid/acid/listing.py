@@ -66,7 +66,8 @@ def _stored_files(found: dict[str, dict[str, Any]]) -> list[StoredFile]:
             version=_version_of(info),
         )
         for path, info in found.items()
-        if info.get("type", "file") != "directory"
+        # folder markers ("dir/", zero bytes, written by S3A or the S3 console) are no files
+        if info.get("type", "file") != "directory" and not info.get("name", path).endswith("/")
     ]
     return sorted(files, key=lambda f: f.path)
 
@@ -84,6 +85,20 @@ def open_async_filesystem(
         options.setdefault("skip_instance_cache", True)
     fs, path = fsspec.core.url_to_fs(uri, **options)
     return fs, path.rstrip("/") or "/"
+
+
+async def aclose_filesystem(fs: AbstractFileSystem) -> None:
+    """Close the HTTP session of a filesystem from :func:`open_async_filesystem`.
+
+    In asynchronous mode s3fs registers no finaliser for its aiobotocore client (it cannot run
+    one without the loop), so the aiohttp session stays open until garbage collection, which
+    then logs "Unclosed client session". Call this in a ``finally`` on the loop that used ``fs``.
+    Other filesystems (local, memory) need nothing; calling it twice is fine.
+    """
+    creator = getattr(fs, "_s3creator", None)  # s3fs: its aiobotocore client's context
+    if getattr(fs, "asynchronous", False) and getattr(fs, "_s3", None) is not None and creator:
+        fs._s3 = None  # a later call opens a new client instead of using the closed one
+        await creator.__aexit__(None, None, None)
 
 
 async def alist_table_files(fs: AbstractFileSystem, root: str) -> list[StoredFile]:

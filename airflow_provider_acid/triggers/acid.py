@@ -9,7 +9,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from ..acid.changes import new_delta_folders, parse_kinds
-from ..acid.listing import alist_table_files, open_async_filesystem
+from ..acid.listing import aclose_filesystem, alist_table_files, open_async_filesystem
 
 
 class AcidDeltaTrigger(BaseTrigger):
@@ -60,6 +60,7 @@ class AcidDeltaTrigger(BaseTrigger):
         return storage_options_from_extra(conn.extra_dejson or {})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        fs = None
         try:
             kinds = parse_kinds(self.kinds)
             fs, root = open_async_filesystem(self.table_uri, await self._storage_options())
@@ -82,3 +83,6 @@ class AcidDeltaTrigger(BaseTrigger):
                 await asyncio.sleep(self.poll_interval)
         except Exception as exc:  # reported to the sensor, which fails the task with it
             yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
+        finally:
+            if fs is not None:
+                await aclose_filesystem(fs)

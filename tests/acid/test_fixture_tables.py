@@ -82,7 +82,7 @@ def test_load_data_raw_files_sit_in_their_delta(hive_table):
 
 
 def test_the_repl_dump_layout_is_reported_not_dropped(tmp_path):
-    from conftest import FIXTURES
+    from hive_fixtures import FIXTURES
 
     table = tmp_path / "tbl6"
     shutil.copytree(FIXTURES / "hive3/repl_dump/hive/test_hcube_2/tbl6", table)
@@ -164,7 +164,7 @@ DATA_FILES = {
 
 @pytest.mark.parametrize("table", sorted(DATA_FILES))
 def test_every_fixture_table_resolves_with_nothing_unrecognised(hive_table, table):
-    from conftest import FIXTURE_TABLES
+    from hive_fixtures import FIXTURE_TABLES
 
     assert set(DATA_FILES) == set(FIXTURE_TABLES)
     snap = resolve_snapshot(str(hive_table(table)))
