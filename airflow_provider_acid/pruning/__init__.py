@@ -1,0 +1,57 @@
+"""File-slice pruning for Hive ACID tables: a plain library (no Airflow imports).
+
+* :mod:`.predicates` - predicates as value objects: SQL / DNF parsing, binding to a schema,
+  normalised text, row evaluation.
+* :mod:`.stats` - per-file column statistics from ORC / Parquet footers, lossy ones dropped.
+* :mod:`.index` - a Parquet column-stats index over many files, refreshed incrementally.
+* :mod:`.evaluator` - vectorised "might this file hold a matching row?" over that index.
+
+Typical use::
+
+    expr = bind(parse_sql_where("amount > 100 AND ts >= '2024-01-01'"), table_schema)
+    refresh(index_uri, file_keys(fs, paths), fs)
+    stats = read(index_uri, referenced_columns(expr), files=keys)
+    keep = might_match(expr, stats, table_schema)   # one boolean per file
+"""
+
+from __future__ import annotations
+
+from .evaluator import IN_LIST_LIMIT, might_match, prune
+from .index import FileKey, RefreshResult, file_keys, read, read_file_stats_table, refresh
+from .predicates import (
+    Expr,
+    PredicateError,
+    bind,
+    evaluate_rows,
+    parse_dnf_filters,
+    parse_sql_where,
+    referenced_columns,
+    rewrite_not,
+    to_sql,
+)
+from .stats import ColumnStats, FileStats, StatsError, read_file_stats
+
+__all__ = [
+    "IN_LIST_LIMIT",
+    "ColumnStats",
+    "Expr",
+    "FileKey",
+    "FileStats",
+    "PredicateError",
+    "RefreshResult",
+    "StatsError",
+    "bind",
+    "evaluate_rows",
+    "file_keys",
+    "might_match",
+    "parse_dnf_filters",
+    "parse_sql_where",
+    "prune",
+    "read",
+    "read_file_stats",
+    "read_file_stats_table",
+    "referenced_columns",
+    "refresh",
+    "rewrite_not",
+    "to_sql",
+]

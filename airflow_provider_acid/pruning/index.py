@@ -1,0 +1,679 @@
+"""A column-statistics index over a table's data files, stored as Parquet.
+
+Layout under the index location (any fsspec URL)::
+
+    <index>/_pointers/v00000000000000000007.json     # one small JSON per version
+    <index>/segments/<segment-id>/files.parquet      # one row per file: path, size, version, ...
+    <index>/segments/<segment-id>/column=<name>/stats.parquet   # one row per (file, column)
+
+A version is a set of immutable segments. :func:`refresh` writes new segment files first
+and the next pointer last; readers take the highest pointer that parses, so a half-written
+version is never seen and nothing depends on rename. Segments whose files are all still
+wanted are reused untouched; a segment that lost files is rewritten without them; many
+small segments are merged into one. Old pointers and unreferenced segments are deleted
+after a grace period, so readers of the previous version keep working.
+
+Min/max values are stored typed per family: ``min_int``/``max_int`` (int64),
+``min_float`` (float64), ``min_dec`` (exact decimal text), ``min_str``, ``min_date``
+(date32), ``min_ts`` (timestamp[us], naive; UTC for zoned columns), ``min_bool``; so every
+value round-trips exactly.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import logging
+import re
+import urllib.parse
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .predicates import type_family
+from .stats import ColumnStats, FileStats, StatsError, read_file_stats
+
+__all__ = [
+    "FileKey",
+    "IndexFormatError",
+    "RefreshResult",
+    "file_keys",
+    "read",
+    "read_file_stats_table",
+    "refresh",
+]
+
+log = logging.getLogger(__name__)
+
+FORMAT_NAME = "airflow-provider-acid/column-stats-index"
+FORMAT_VERSION = 1
+MAX_SEGMENTS = 8
+_POINTER_RE = re.compile(r"^v(\d{20})\.json$")
+_FAMILIES = ("int", "float", "decimal", "string", "date", "timestamp", "bool")
+_FAMILY_TYPES = {
+    "int": pa.int64(),
+    "float": pa.float64(),
+    "decimal": pa.string(),
+    "string": pa.string(),
+    "date": pa.date32(),
+    "timestamp": pa.timestamp("us"),
+    "bool": pa.bool_(),
+}
+_SUFFIX = {
+    "int": "int",
+    "float": "float",
+    "decimal": "dec",
+    "string": "str",
+    "date": "date",
+    "timestamp": "ts",
+    "bool": "bool",
+}
+
+FILES_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("size", pa.int64()),
+        ("version", pa.string()),
+        ("format", pa.string()),
+        ("row_count", pa.int64()),
+    ]
+)
+RECORD_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("column", pa.string()),
+        ("type", pa.string()),
+        ("family", pa.string()),
+        ("row_count", pa.int64()),
+        ("null_count", pa.int64()),
+        ("value_count", pa.int64()),
+        ("nan_count", pa.int64()),
+        ("bounds_known", pa.bool_()),
+    ]
+    + [
+        (f"{side}_{_SUFFIX[fam]}", _FAMILY_TYPES[fam])
+        for fam in _FAMILIES
+        for side in ("min", "max")
+    ]
+)
+
+
+_EMPTY = {"size": FILES_SCHEMA.empty_table(), "column": RECORD_SCHEMA.empty_table()}
+
+
+def _array(col: Any) -> pa.Array:
+    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+
+
+class IndexFormatError(RuntimeError):
+    """The index location holds something this code cannot read."""
+
+
+@dataclass(frozen=True, order=True)
+class FileKey:
+    """Identity of one data file version: a changed size or version means new stats."""
+
+    path: str
+    size: int
+    version: str = ""
+
+    @classmethod
+    def from_info(cls, info: dict) -> FileKey:
+        """Build from an fsspec ``info()`` dict (etag, generation or mtime as version)."""
+        version: Any = None
+        for key in ("ETag", "etag", "md5Hash", "generation", "version_id", "VersionId"):
+            if info.get(key):
+                version = info[key]
+                break
+        if version is None:
+            for key in ("mtime", "LastModified", "last_modified", "updated", "created"):
+                if info.get(key) is not None:
+                    version = info[key]
+                    break
+        if isinstance(version, dt.datetime):
+            version = version.isoformat()
+        return cls(
+            path=str(info["name"]),
+            size=int(info.get("size") or 0),
+            version="" if version is None else str(version).strip('"'),
+        )
+
+    @property
+    def token(self) -> str:
+        return f"{self.path}\x00{self.size}\x00{self.version}"
+
+
+def file_keys(filesystem: Any, paths: Iterable[str]) -> list[FileKey]:
+    """FileKeys of ``paths`` from ``filesystem.info``."""
+    return [FileKey.from_info(filesystem.info(p)) for p in paths]
+
+
+@dataclass(frozen=True)
+class RefreshResult:
+    """What :func:`refresh` did; ``failed`` lists (path, error) of files left unindexed."""
+
+    added: int
+    kept: int
+    removed: int
+    version: int
+    failed: tuple = field(default=())
+
+
+# --------------------------------------------------------------------------- storage
+
+
+def _fs(index_uri: str, storage_options: dict | None) -> tuple[Any, str]:
+    from fsspec.core import url_to_fs
+
+    fs, root = url_to_fs(index_uri, **(storage_options or {}))
+    return fs, root.rstrip("/")
+
+
+def _pointer_path(root: str, version: int) -> str:
+    return f"{root}/_pointers/v{version:020d}.json"
+
+
+def _list_pointers(fs: Any, root: str) -> list[tuple[int, str]]:
+    try:
+        names = fs.ls(f"{root}/_pointers", detail=False)
+    except FileNotFoundError:
+        return []
+    out = []
+    for name in names:
+        m = _POINTER_RE.match(str(name).rstrip("/").rsplit("/", 1)[-1])
+        if m:
+            out.append((int(m.group(1)), str(name)))
+    return sorted(out)
+
+
+def _load_pointer(fs: Any, root: str) -> tuple[int, list[dict]]:
+    """The newest complete version: (version, segments); (0, []) for a new index."""
+    pointers = _list_pointers(fs, root)
+    for version, path in reversed(pointers):
+        try:
+            with fs.open(path, "rb") as f:
+                doc = json.loads(f.read().decode("utf-8"))
+        except (ValueError, OSError):
+            continue  # being written, or garbage: fall back to the previous one
+        if doc.get("format") != FORMAT_NAME:
+            raise IndexFormatError(f"{path} is not a column-stats index pointer")
+        if int(doc.get("format_version", 0)) > FORMAT_VERSION:
+            raise IndexFormatError(
+                f"{path} has index format {doc.get('format_version')}; "
+                f"this code reads up to {FORMAT_VERSION}"
+            )
+        return version, list(doc.get("segments", []))
+    if pointers:
+        raise IndexFormatError(f"no readable pointer under {root}/_pointers")
+    return 0, []
+
+
+def _column_dir(name: str) -> str:
+    return "column=" + urllib.parse.quote(name.lower(), safe="")
+
+
+def _write_table(fs: Any, path: str, table: pa.Table) -> None:
+    parent = path.rsplit("/", 1)[0]
+    try:
+        fs.makedirs(parent, exist_ok=True)
+    except Exception:  # object stores have no directories
+        pass
+    with fs.open(path, "wb") as f:
+        pq.write_table(table, f, compression="zstd")
+
+
+def _read_table(fs: Any, path: str, columns: Sequence[str] | None = None) -> pa.Table:
+    with fs.open(path, "rb") as f:
+        return pq.read_table(f, columns=list(columns) if columns else None)
+
+
+def _segment_id() -> str:
+    now = dt.datetime.now(dt.timezone.utc)
+    return f"seg-{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
+
+
+def _segment_time(seg_id: str) -> dt.datetime | None:
+    m = re.match(r"^seg-(\d{8}T\d{6})-", seg_id)
+    if not m:
+        return None
+    return dt.datetime.strptime(m.group(1), "%Y%m%dT%H%M%S").replace(tzinfo=dt.timezone.utc)
+
+
+# --------------------------------------------------------------------------- records
+
+
+def _records(stats: FileStats) -> dict[str, list[dict]]:
+    """Per lower-cased column name, the record dicts of one file."""
+    out: dict[str, list[dict]] = {}
+    for name, cs in stats.columns.items():
+        key = name.lower()
+        if key in out:
+            continue
+        out[key] = [_record(stats, name, cs)]
+    return out
+
+
+def _record(stats: FileStats, name: str, cs: ColumnStats) -> dict:
+    family = type_family(cs.type) if cs.type is not None else None
+    rec: dict[str, Any] = {
+        "path": stats.path,
+        "column": name,
+        "type": str(cs.type) if cs.type is not None else None,
+        "family": family,
+        "row_count": stats.row_count,
+        "null_count": cs.null_count,
+        "value_count": cs.value_count,
+        "nan_count": cs.nan_count,
+        "bounds_known": False,
+    }
+    lo, hi = cs.min, cs.max
+    if family in _SUFFIX and lo is not None and hi is not None:
+        if family == "int" and not (-(2**63) <= lo and hi <= 2**63 - 1):
+            lo = hi = None
+        elif family == "decimal":
+            lo, hi = _dec_text(lo), _dec_text(hi)
+        if lo is not None and hi is not None:
+            rec[f"min_{_SUFFIX[family]}"] = lo
+            rec[f"max_{_SUFFIX[family]}"] = hi
+            rec["bounds_known"] = True
+    return rec
+
+
+def _dec_text(value: decimal.Decimal) -> str:
+    return format(value, "f")
+
+
+def _stats_tables(all_stats: Sequence[FileStats], sizes: dict[str, FileKey]) -> tuple:
+    files_rows = {name: [] for name in FILES_SCHEMA.names}
+    by_column: dict[str, list[dict]] = {}
+    for st in all_stats:
+        key = sizes[st.path]
+        files_rows["path"].append(st.path)
+        files_rows["size"].append(key.size)
+        files_rows["version"].append(key.version)
+        files_rows["format"].append(st.format)
+        files_rows["row_count"].append(st.row_count)
+        for col, recs in _records(st).items():
+            by_column.setdefault(col, []).extend(recs)
+    files = _from_lists(files_rows, FILES_SCHEMA)
+    columns = {
+        col: _from_lists({f: [r.get(f) for r in recs] for f in RECORD_SCHEMA.names}, RECORD_SCHEMA)
+        for col, recs in by_column.items()
+    }
+    return files, columns
+
+
+def _from_lists(data: dict[str, list], schema: pa.Schema) -> pa.Table:
+    # typed arrays first: pa.table() on plain lists takes a much slower path
+    arrays = [
+        pa.array(values, f.type)
+        if any(v is not None for v in values)
+        else pa.nulls(len(values), f.type)
+        for f, values in ((f, data[f.name]) for f in schema)
+    ]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _empty(schema: pa.Schema) -> pa.Table:
+    return _EMPTY[schema.names[1]]
+
+
+def _write_segment(fs: Any, root: str, files: pa.Table, columns: dict[str, pa.Table]) -> dict:
+    seg_id = _segment_id()
+    base = f"{root}/segments/{seg_id}"
+    column_dirs = {}
+    for col, table in sorted(columns.items()):
+        if table.num_rows == 0:
+            continue
+        d = _column_dir(col)
+        _write_table(fs, f"{base}/{d}/stats.parquet", table)
+        column_dirs[col] = d
+    _write_table(fs, f"{base}/files.parquet", files)
+    return {"id": seg_id, "files": files.num_rows, "columns": column_dirs}
+
+
+def _read_segment_files(fs: Any, root: str, seg: dict) -> pa.Table:
+    return _read_table(fs, f"{root}/segments/{seg['id']}/files.parquet")
+
+
+def _read_segment_column(fs: Any, root: str, seg: dict, col: str) -> pa.Table | None:
+    d = seg.get("columns", {}).get(col.lower())
+    if d is None:
+        return None
+    return _read_table(fs, f"{root}/segments/{seg['id']}/{d}/stats.parquet")
+
+
+def _tokens(table: pa.Table) -> pa.Array:
+    sizes = pc.cast(table.column("size"), pa.string())
+    joined = pc.binary_join_element_wise(
+        table.column("path"), sizes, pc.fill_null(table.column("version"), ""), "\x00"
+    )
+    return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
+
+
+def _filter_segment(fs: Any, root: str, seg: dict, files: pa.Table, keep: pa.Array) -> dict | None:
+    kept_files = files.filter(keep)
+    if kept_files.num_rows == 0:
+        return None
+    paths = kept_files.column("path")
+    columns = {}
+    for col in seg.get("columns", {}):
+        table = _read_segment_column(fs, root, seg, col)
+        if table is None:
+            continue
+        columns[col] = table.filter(pc.is_in(table.column("path"), value_set=paths))
+    return _write_segment(fs, root, kept_files, columns)
+
+
+def _merge_segments(fs: Any, root: str, segments: list[dict]) -> dict | None:
+    files = []
+    columns: dict[str, list[pa.Table]] = {}
+    for seg in segments:
+        files.append(_read_segment_files(fs, root, seg))
+        for col in seg.get("columns", {}):
+            table = _read_segment_column(fs, root, seg, col)
+            if table is not None:
+                columns.setdefault(col, []).append(table)
+    if not files:
+        return None
+    merged_files = pa.concat_tables(files)
+    if merged_files.num_rows == 0:
+        return None
+    merged = {col: pa.concat_tables(ts) for col, ts in columns.items()}
+    return _write_segment(fs, root, merged_files, merged)
+
+
+# --------------------------------------------------------------------------- refresh
+
+
+def refresh(
+    index_uri: str,
+    files: Iterable[FileKey],
+    filesystem: Any,
+    *,
+    column_names: Sequence[str] | None = None,
+    storage_options: dict | None = None,
+    max_workers: int = 8,
+    gc_grace_seconds: float = 3600.0,
+) -> RefreshResult:
+    """Bring the index at ``index_uri`` in line with ``files`` (read through ``filesystem``).
+
+    Reads footers only for files not indexed yet (same path, size and version), forgets
+    indexed files not in ``files``, and publishes a new version atomically. Files whose
+    statistics cannot be read are left out (and listed in ``failed``): the pruning then
+    treats them as unknown and keeps them.
+    """
+    fs, root = _fs(index_uri, storage_options)
+    wanted: dict[str, FileKey] = {}
+    for key in files:
+        if not isinstance(key, FileKey):
+            raise TypeError(f"refresh needs FileKey objects, got {key!r}")
+        other = wanted.get(key.path)
+        if other is not None and other != key:
+            raise ValueError(f"file {key.path} is listed twice with different keys")
+        wanted[key.path] = key
+    wanted_tokens = {k.token for k in wanted.values()}
+
+    version, segments = _load_pointer(fs, root)
+    seg_files = [_read_segment_files(fs, root, seg) for seg in segments]
+    indexed_tokens: set[str] = set()
+    new_segments: list[dict] = []
+    removed = 0
+    changed = False
+    for seg, table in zip(segments, seg_files, strict=True):
+        tokens = _tokens(table)
+        keep = pc.is_in(tokens, value_set=pa.array(sorted(wanted_tokens), pa.string()))
+        n_keep = pc.sum(keep.cast(pa.int64())).as_py() or 0
+        indexed_tokens.update(
+            t for t, k in zip(tokens.to_pylist(), keep.to_pylist(), strict=True) if k
+        )
+        removed += table.num_rows - n_keep
+        if n_keep == table.num_rows:
+            new_segments.append(seg)
+            continue
+        changed = True
+        rewritten = _filter_segment(fs, root, seg, table, keep)
+        if rewritten is not None:
+            new_segments.append(rewritten)
+
+    to_add = [k for k in wanted.values() if k.token not in indexed_tokens]
+    kept = len(wanted) - len(to_add)
+    failed: list[tuple[str, str]] = []
+    added_stats: list[FileStats] = []
+    if to_add:
+
+        def one(key: FileKey) -> FileStats | tuple[str, str]:
+            try:
+                return read_file_stats(filesystem, key.path, column_names=column_names)
+            except StatsError as exc:
+                return (key.path, str(exc))
+
+        workers = max(1, min(max_workers, len(to_add)))
+        if workers == 1:
+            results = [one(k) for k in to_add]
+        else:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                results = list(pool.map(one, to_add))
+        for res in results:
+            if isinstance(res, FileStats):
+                added_stats.append(res)
+            else:
+                log.warning("column-stats index: %s", res[1])
+                failed.append(res)
+    if added_stats:
+        files_table, columns = _stats_tables(added_stats, wanted)
+        new_segments.append(_write_segment(fs, root, files_table, columns))
+        changed = True
+    if len(new_segments) > MAX_SEGMENTS:
+        merged = _merge_segments(fs, root, new_segments)
+        new_segments = [merged] if merged is not None else []
+        changed = True
+    if not changed:
+        return RefreshResult(0, kept, 0, version, tuple(failed))
+
+    new_version = version + 1
+    doc = {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "version": new_version,
+        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "files": sum(int(s["files"]) for s in new_segments),
+        "segments": new_segments,
+    }
+    pointer = _pointer_path(root, new_version)
+    try:
+        fs.makedirs(f"{root}/_pointers", exist_ok=True)
+    except Exception:
+        pass
+    with fs.open(pointer, "wb") as f:
+        f.write(json.dumps(doc, indent=1, sort_keys=True).encode("utf-8"))
+    _collect_garbage(fs, root, new_version, gc_grace_seconds)
+    return RefreshResult(len(added_stats), kept, removed, new_version, tuple(failed))
+
+
+def _collect_garbage(fs: Any, root: str, current: int, grace_seconds: float) -> None:
+    """Delete pointers older than the previous version and segments no kept pointer uses."""
+    try:
+        pointers = _list_pointers(fs, root)
+        live: set[str] = set()
+        for version, path in pointers:
+            if version >= current - 1:
+                try:
+                    with fs.open(path, "rb") as f:
+                        doc = json.loads(f.read().decode("utf-8"))
+                    live.update(s["id"] for s in doc.get("segments", []))
+                except (ValueError, OSError):
+                    return  # cannot tell what is live: delete nothing
+        now = dt.datetime.now(dt.timezone.utc)
+        try:
+            seg_dirs = fs.ls(f"{root}/segments", detail=False)
+        except FileNotFoundError:
+            seg_dirs = []
+        for d in seg_dirs:
+            seg_id = str(d).rstrip("/").rsplit("/", 1)[-1]
+            born = _segment_time(seg_id)
+            if seg_id in live or born is None:
+                continue
+            if (now - born).total_seconds() < grace_seconds:
+                continue
+            fs.rm(f"{root}/segments/{seg_id}", recursive=True)
+        for version, path in pointers:
+            if version < current - 1:
+                fs.rm(path)
+    except Exception as exc:  # garbage collection must never fail a refresh
+        log.warning("column-stats index: garbage collection skipped: %s", exc)
+
+
+# --------------------------------------------------------------------------- read
+
+
+def read(
+    index_uri: str,
+    columns: Iterable[str] | str,
+    files: Iterable[FileKey] | None = None,
+    *,
+    storage_options: dict | None = None,
+) -> pa.Table:
+    """One row per file: path, size, version, row_count and per column ``<col>__min``,
+    ``<col>__max``, ``<col>__nulls``, ``<col>__values``, ``<col>__nans`` (null = unknown).
+
+    Only the queried columns' records are read. With ``files``, the result has exactly one
+    row per given key, in that order; a key not indexed with the same size and version
+    gets nulls everywhere (unknown, so pruning keeps it).
+    """
+    fs, root = _fs(index_uri, storage_options)
+    wanted_cols = [columns] if isinstance(columns, str) else list(columns)
+    _, segments = _load_pointer(fs, root)
+    file_tables = [_read_segment_files(fs, root, seg) for seg in segments]
+    indexed = (
+        pa.concat_tables(file_tables) if file_tables else _empty(FILES_SCHEMA)
+    ).combine_chunks()
+    records: dict[str, pa.Table] = {}
+    for col in dict.fromkeys(c.lower() for c in wanted_cols):
+        parts = [_read_segment_column(fs, root, seg, col) for seg in segments]
+        parts = [p.select(RECORD_SCHEMA.names) for p in parts if p is not None]
+        records[col] = pa.concat_tables(parts).combine_chunks() if parts else _empty(RECORD_SCHEMA)
+    return _pivot(indexed, records, wanted_cols, files)
+
+
+def read_file_stats_table(
+    stats: Iterable[FileStats], columns: Iterable[str] | str, keys: Iterable[FileKey] | None = None
+) -> pa.Table:
+    """The same table :func:`read` returns, built in memory from :class:`FileStats`."""
+    stats = list(stats)
+    by_path = {k.path: k for k in keys} if keys is not None else {}
+    for st in stats:
+        by_path.setdefault(st.path, FileKey(st.path, 0, ""))
+    files, by_column = _stats_tables(stats, by_path)
+    wanted_cols = [columns] if isinstance(columns, str) else list(columns)
+    records = {c.lower(): by_column.get(c.lower(), _empty(RECORD_SCHEMA)) for c in wanted_cols}
+    return _pivot(files, records, wanted_cols, None)
+
+
+def _pivot(
+    indexed: pa.Table,
+    records: dict[str, pa.Table],
+    wanted_cols: list[str],
+    files: Iterable[FileKey] | None,
+) -> pa.Table:
+    if files is not None:
+        keys = list(files)
+        req = pa.Table.from_arrays(
+            [
+                pa.array([k.path for k in keys], pa.string()),
+                pa.array([k.size for k in keys], pa.int64()),
+                pa.array([k.version for k in keys], pa.string()),
+            ],
+            names=["path", "size", "version"],
+        )
+        if indexed.num_rows:
+            pos = pc.index_in(_tokens(req), value_set=_tokens(indexed))
+            row_count = pc.take(indexed.column("row_count"), pos)
+        else:
+            row_count = pa.nulls(len(keys), pa.int64())
+        matched_paths = pc.if_else(
+            pc.is_valid(row_count), req.column("path"), pa.scalar(None, pa.string())
+        )
+        out = {
+            "path": req.column("path"),
+            "size": req.column("size"),
+            "version": req.column("version"),
+            "row_count": row_count,
+        }
+        lookup = matched_paths
+    else:
+        out = {
+            "path": indexed.column("path"),
+            "size": indexed.column("size"),
+            "version": indexed.column("version"),
+            "row_count": indexed.column("row_count"),
+        }
+        lookup = indexed.column("path")
+    lookup = lookup.combine_chunks() if isinstance(lookup, pa.ChunkedArray) else lookup
+    n = len(lookup)
+    for name in wanted_cols:
+        recs = records.get(name.lower(), _empty(RECORD_SCHEMA))
+        if recs.num_rows:
+            pos = pc.index_in(lookup, value_set=recs.column("path"))
+        else:
+            pos = pa.nulls(n, pa.int32())
+        family = _choose_family(recs)
+        if family is None:
+            lo = hi = pa.nulls(n, pa.null())
+        else:
+            suffix = _SUFFIX[family]
+            same = pc.fill_null(pc.equal(recs.column("family"), family), False)
+            lo_col, hi_col = recs.column(f"min_{suffix}"), recs.column(f"max_{suffix}")
+            lo = pc.take(pc.if_else(same, lo_col, pa.scalar(None, lo_col.type)), pos)
+            hi = pc.take(pc.if_else(same, hi_col, pa.scalar(None, hi_col.type)), pos)
+            if family == "decimal":
+                lo, hi = _decimal_arrays(lo, hi)
+        out[f"{name}__min"] = lo
+        out[f"{name}__max"] = hi
+        out[f"{name}__nulls"] = pc.take(recs.column("null_count"), pos)
+        out[f"{name}__values"] = pc.take(recs.column("value_count"), pos)
+        out[f"{name}__nans"] = pc.take(recs.column("nan_count"), pos)
+    return pa.Table.from_arrays([_array(v) for v in out.values()], names=list(out))
+
+
+def _choose_family(recs: pa.Table) -> str | None:
+    """The most common value family among the records (ties: alphabetical)."""
+    counts = Counter()
+    for item in pc.value_counts(recs.column("family")).to_pylist():
+        if item["values"] in _SUFFIX:
+            counts[item["values"]] = item["counts"]
+    if not counts:
+        return None
+    return max(sorted(counts), key=lambda f: counts[f])
+
+
+def _decimal_arrays(lo: Any, hi: Any) -> tuple[pa.Array, pa.Array]:
+    """Decimal text -> decimal128 with the largest scale needed; unrepresentable -> null."""
+    lo = lo.combine_chunks() if isinstance(lo, pa.ChunkedArray) else lo
+    hi = hi.combine_chunks() if isinstance(hi, pa.ChunkedArray) else hi
+    values = [decimal.Decimal(v) for v in lo.to_pylist() + hi.to_pylist() if v is not None]
+    scale = min(38, max((max(0, -v.as_tuple().exponent) for v in values), default=0))
+    int_digits = max((max(0, v.adjusted() + 1) for v in values if v != 0), default=1)
+    t = pa.decimal128(min(38, max(1, int_digits + scale)), scale)
+
+    def conv(arr: pa.Array) -> pa.Array:
+        try:
+            return pc.cast(arr, t)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            out = []
+            for v in arr.to_pylist():
+                try:
+                    out.append(None if v is None else pa.scalar(decimal.Decimal(v), t).as_py())
+                except (pa.ArrowInvalid, decimal.InvalidOperation):
+                    out.append(None)
+            return pa.array(out, t)
+
+    return conv(lo), conv(hi)
