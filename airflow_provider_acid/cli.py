@@ -6,9 +6,15 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .acid.inspection import format_snapshot, snapshot_to_dict
 from .acid.snapshot import resolve_snapshot
+
+if TYPE_CHECKING:
+    from .acid.commit import SnapshotResult
+
+COMPACT_FORMAT = "airflow-acid/compact"
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -23,6 +29,143 @@ def _inspect(args: argparse.Namespace) -> int:
     else:
         print(format_snapshot(snapshot))
     return 0
+
+
+def _byte_size(text: str) -> int:
+    """``134217728``, ``128MiB``, ``1GB`` -> bytes."""
+    units = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3}
+    binary = {"ki": 1024, "mi": 1024**2, "gi": 1024**3}
+    value = text.strip().lower().removesuffix("b")
+    number = value.rstrip("kmgi")
+    unit = value[len(number) :]
+    factor = binary.get(unit, units.get(unit))
+    if not number.isdigit() or factor is None or int(number) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size such as 134217728 or 128MiB")
+    return int(number) * factor
+
+
+def compact_summary(result: SnapshotResult) -> dict[str, Any]:
+    """The stable ``--json`` form of ``compact``: the manifest plus where it is."""
+    return {
+        "format": COMPACT_FORMAT,
+        "version": 1,
+        "out": result.out,
+        "manifest_path": result.manifest_path,
+        "newly_committed": result.newly_committed,
+        "manifest": result.to_dict(),
+    }
+
+
+def format_compaction(result: SnapshotResult) -> str:
+    """A readable summary of a committed snapshot."""
+    totals = result.totals()
+    state = "committed now" if result.newly_committed else "already committed, nothing written"
+    lines = [
+        f"snapshot   {result.snapshot_id}  ({state}, sequence {result.sequence})",
+        f"manifest   {result.manifest_path}",
+        f"table      {result.table}",
+        f"write ids  {result.write_ids or 'none given: every write present is committed'}",
+        f"rows       {totals['rows_read']:,} read, {totals['rows_invalid']:,} of invalid writes, "
+        f"{totals['rows_deleted']:,} deleted, {totals['rows_filtered']:,} filtered, "
+        f"{totals['rows_written']:,} written",
+        f"files      {totals['files']} ({totals['bytes']:,} bytes) in {totals['slices']} "
+        f"slice(s), {totals['slices_reused']} reused",
+    ]
+    if result.buckets:
+        width = max(len("slice"), *(len(b.slice_key) for b in result.buckets))
+        lines.append("")
+        lines.append(
+            f"{'slice':<{width}}  {'read':>12} {'deleted':>10} {'written':>12} {'files':>5}"
+        )
+        for b in result.buckets:
+            reused = f"  (reused from {b.reused_from})" if b.reused_from else ""
+            lines.append(
+                f"{b.slice_key:<{width}}  {b.rows_read:>12,} {b.rows_deleted:>10,} "
+                f"{b.rows_written:>12,} {len(b.files):>5}{reused}"
+            )
+    return "\n".join(lines)
+
+
+def _compact(args: argparse.Namespace) -> int:
+    from .acid.compaction import CompactionOptions, compact_table
+
+    options = CompactionOptions(
+        compression=args.compression,
+        target_file_size=args.target_file_size,
+        include_identity=args.include_identity,
+        timestamp_unit=args.timestamp_unit,
+        reuse=not args.no_reuse,
+        max_workers=args.workers,
+    )
+    result = compact_table(
+        args.table_uri,
+        args.out,
+        write_ids=args.valid_write_ids,
+        txns=args.valid_txns,
+        insert_only=args.insert_only,
+        partitions=args.partition,
+        buckets=args.bucket,
+        options=options,
+    )
+    if args.json:
+        print(json.dumps(compact_summary(result), indent=2))
+    else:
+        print(format_compaction(result))
+    return 0
+
+
+def _add_compact(commands: Any) -> None:
+    compact = commands.add_parser(
+        "compact",
+        help="write and commit a clean Parquet snapshot of the table",
+        description="Anti-join each bucket's rows with its delete keys and write Parquet under "
+        "OUT_URI; the manifest OUT_URI/_snapshots/<id>/manifest.json is the commit point.",
+    )
+    compact.add_argument("table_uri", help="table location (path or fsspec URL)")
+    compact.add_argument("--out", required=True, metavar="OUT_URI", help="output folder")
+    compact.add_argument(
+        "--valid-write-ids", metavar="S", help="Hive write-id list (default: all committed)"
+    )
+    compact.add_argument("--valid-txns", metavar="S", help="Hive transaction list")
+    compact.add_argument(
+        "--insert-only", action="store_true", help="the table is insert-only (no ACID columns)"
+    )
+    compact.add_argument(
+        "--partition",
+        action="append",
+        metavar="K=V[/K=V]",
+        help="only this partition (repeatable; a partial spec matches every partition under it)",
+    )
+    compact.add_argument(
+        "--bucket", action="append", type=int, metavar="N", help="only this bucket (repeatable)"
+    )
+    compact.add_argument(
+        "--include-identity",
+        action="store_true",
+        help="also write each row's identity as _acid_* columns",
+    )
+    compact.add_argument(
+        "--target-file-size",
+        type=_byte_size,
+        default=256 * 1024**2,
+        metavar="SIZE",
+        help="start a new file after this many bytes (default 256MiB)",
+    )
+    compact.add_argument("--compression", default="zstd", help="Parquet codec (default zstd)")
+    compact.add_argument(
+        "--timestamp-unit",
+        choices=("ms", "us", "ns"),
+        default="us",
+        help="unit of timestamp columns (default us, what Spark reads)",
+    )
+    compact.add_argument(
+        "--no-reuse",
+        action="store_true",
+        help="rewrite every bucket instead of reusing unchanged ones of the latest snapshot",
+    )
+    compact.add_argument("--workers", type=int, metavar="N", help="buckets compacted at once")
+    compact.add_argument("--json", action="store_true", help="stable JSON output for scripts")
+    compact.set_defaults(run=_compact)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     inspect.add_argument("--json", action="store_true", help="stable JSON output for scripts")
     inspect.set_defaults(run=_inspect)
+    _add_compact(commands)
     return parser
 
 

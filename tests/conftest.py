@@ -13,12 +13,7 @@ import pytest
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="acid-airflow-home-"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
-from hive_fixtures import (  # noqa: E402, F401 - re-exported for older imports
-    FIXTURE_ROW_COUNTS,
-    FIXTURE_TABLES,
-    FIXTURES,
-    arrange_fixture_table,
-)
+from hive_fixtures import arrange_fixture_table  # noqa: E402
 
 
 @pytest.fixture

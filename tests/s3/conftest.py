@@ -9,7 +9,6 @@ to it over TCP exactly as they talk to AWS or MinIO: s3fs, aiobotocore, signed r
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 import uuid
@@ -229,21 +228,6 @@ def _no_proxy_for_loopback() -> None:
         current = [h for h in os.environ.get(name, "").split(",") if h]
         if "127.0.0.1" not in current:
             os.environ[name] = ",".join([*current, "127.0.0.1", "localhost"])
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """Give ``sys.modules["conftest"]`` back to the suite-wide ``tests/conftest.py``.
-
-    conftest.py files outside packages all import as module ``conftest``; pytest keeps the last
-    one loaded (this one) under that name, and tests elsewhere that do ``from conftest import
-    FIXTURES`` would then get this module instead. Once no test imports ``conftest`` by name,
-    this hook can go.
-    """
-    suite_wide = session.config.pluginmanager.get_plugin(
-        str(Path(__file__).resolve().parents[1] / "conftest.py")
-    )
-    if suite_wide is not None:
-        sys.modules["conftest"] = suite_wide
 
 
 @pytest.fixture(scope="session")

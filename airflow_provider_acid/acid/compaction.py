@@ -1,0 +1,900 @@
+"""Per-bucket anti-join compaction of a Hive ACID snapshot into clean Parquet.
+
+For each bucket slice: ``rows(originals + base + deltas) ANTI JOIN delete keys`` on the full
+key ``(originalTransaction, bucket field as stored, rowId)``. Buckets are independent units of
+work: :func:`plan_snapshot` fixes what a snapshot holds, :func:`compact_slice` writes one
+bucket (on any worker), :func:`commit_snapshot` verifies and commits them all;
+:func:`compact_table` does the three in one process.
+
+Memory per bucket: the delete keys (about 8 bytes per delete, grouped by
+``(originalTransaction, bucket)``), one ORC stripe or Parquet batch being read, and one Parquet
+row group being written; never the bucket's data as a whole. A bucket without delete deltas is
+a straight copy.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import os
+import posixpath
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from fsspec import AbstractFileSystem
+
+from .commit import (
+    BucketResult,
+    CommitError,
+    OutputFile,
+    PlannedSlice,
+    SnapshotPlan,
+    SnapshotResult,
+    commit_snapshot,
+    data_file_name,
+    read_manifest,
+    read_plan,
+    reuse_candidates,
+    write_plan,
+)
+from .hive_types import (
+    TIMESTAMP_UNITS,
+    HiveType,
+    hive_field,
+    partition_scalar,
+)
+from .listing import resolve_filesystem
+from .partitions import parse_partition_component
+from .rows import DeleteBatch, SliceReader, TableColumns, table_columns
+from .schema import partition_columns
+from .snapshot import BucketSlice, TableSnapshot, resolve_snapshot
+from .writeids import RangeValidity, ValidTxnList, ValidWriteIdList, parse_write_id_list
+
+#: A row filter: given a batch of output rows, which to keep (nulls count as False).
+RowFilter = Callable[[pa.Table], "pa.Array | pa.ChunkedArray"]
+
+#: Names of the identity columns written with ``include_identity``.
+IDENTITY_COLUMNS = (
+    ("_acid_original_transaction", pa.int64()),
+    ("_acid_bucket", pa.int32()),
+    ("_acid_row_id", pa.int64()),
+    ("_acid_current_transaction", pa.int64()),
+)
+_SETTINGS_VERSION = 1
+_MAX_RUNS = 64
+
+
+@dataclass(frozen=True)
+class CompactionOptions:
+    """How snapshots are written.
+
+    :param compression: Parquet codec (``zstd``, ``snappy``, ``gzip``, ``lz4``, ``none``).
+    :param compression_level: codec level (None: the codec's default).
+    :param target_file_size: bytes after which a bucket's output rolls over to a new file.
+    :param row_group_rows: rows per Parquet row group (also the write buffer).
+    :param batch_rows: rows processed at a time (ORC stripes are sliced to this).
+    :param include_identity: also write the row identity as ``_acid_*`` columns.
+    :param timestamp_unit: unit of timestamp columns (``us`` is what Spark reads; a value
+        finer than it is an error, not a silent truncation; ``ns`` keeps Hive's precision).
+    :param schema: the table's columns (a pyarrow Schema, ``(name, hive type)`` pairs or a
+        mapping); by default those of the newest ACID file.
+    :param partition_types: Hive types of partition columns, e.g. ``{"dt": "date"}``; others
+        are inferred from the folder values (bigint, date, else string).
+    :param reuse: reuse the files of unchanged buckets of the latest committed snapshot.
+    :param max_workers: buckets compacted at once by :func:`compact_table`.
+    """
+
+    compression: str = "zstd"
+    compression_level: int | None = None
+    target_file_size: int = 256 * 1024 * 1024
+    row_group_rows: int = 262_144
+    batch_rows: int = 131_072
+    include_identity: bool = False
+    timestamp_unit: str = "us"
+    schema: Any = None
+    partition_types: Mapping[str, str] | None = None
+    reuse: bool = True
+    max_workers: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.timestamp_unit not in TIMESTAMP_UNITS:
+            raise ValueError(f"timestamp_unit must be one of {TIMESTAMP_UNITS}")
+        for name in ("target_file_size", "row_group_rows", "batch_rows"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be positive")
+        if self.max_workers is not None and self.max_workers < 1:
+            raise ValueError("max_workers must be positive")
+
+    def workers(self) -> int:
+        return self.max_workers or max(1, min(4, os.cpu_count() or 1))
+
+
+# -- delete keys -----------------------------------------------------------------------------
+
+
+def _runs(original: pa.Array, bucket: pa.Array) -> list[tuple[int, int]] | None:
+    """``(start, end)`` of runs of equal (originalTransaction, bucket); None if too many."""
+    n = len(original)
+    if n == 0:
+        return []
+    o, b = pc.min_max(original), pc.min_max(bucket)
+    if o["min"] == o["max"] and b["min"] == b["max"]:
+        return [(0, n)]
+    changed = pc.or_(
+        pc.not_equal(original.slice(1), original.slice(0, n - 1)),
+        pc.not_equal(bucket.slice(1), bucket.slice(0, n - 1)),
+    )
+    starts = pc.indices_nonzero(changed)
+    if len(starts) >= _MAX_RUNS:
+        return None
+    bounds = [0, *(i + 1 for i in starts.to_pylist()), n]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+class DeleteKeySet:
+    """The delete keys of one bucket: per ``(originalTransaction, bucket)`` a sorted array of
+    unique rowIds (int64), searched by binary search then hashed only over the overlap."""
+
+    def __init__(self, groups: Mapping[tuple[int, int], pa.Array]) -> None:
+        self._groups = dict(groups)
+        self._views = {k: _int64_view(v) for k, v in self._groups.items()}
+
+    @classmethod
+    def from_batches(cls, batches: Iterable[DeleteBatch]) -> DeleteKeySet:
+        parts: dict[tuple[int, int], list[pa.Array]] = defaultdict(list)
+        for batch in batches:
+            original, bucket, row_id = batch.original_transaction, batch.bucket, batch.row_id
+            runs = _runs(original, bucket)
+            if runs is None:  # unsorted events: order them first
+                order = pc.sort_indices(
+                    pa.table({"o": original, "b": bucket}),
+                    sort_keys=[("o", "ascending"), ("b", "ascending")],
+                )
+                original, bucket, row_id = (pc.take(a, order) for a in (original, bucket, row_id))
+                runs = _slow_runs(original, bucket)
+            for start, end in runs:
+                key = (original[start].as_py(), bucket[start].as_py())
+                parts[key].append(row_id.slice(start, end - start))
+        groups = {}
+        for key, arrays in parts.items():
+            unique = pc.unique(pa.concat_arrays(arrays))
+            groups[key] = pc.take(unique, pc.array_sort_indices(unique))
+        return cls(groups)
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._groups.values())
+
+    @property
+    def nbytes(self) -> int:
+        return sum(v.nbytes for v in self._groups.values())
+
+    def match(self, original: pa.Array, bucket: pa.Array, row_id: pa.Array) -> pa.Array | None:
+        """A mask of the rows whose key is deleted; None when no row can be."""
+        if not self._groups or len(row_id) == 0:
+            return None
+        runs = _runs(original, bucket)
+        if runs is not None:
+            return self._match_runs(original, bucket, row_id, runs)
+        # many (originalTransaction, bucket) runs: match in key order, then restore the order
+        order = pc.sort_indices(
+            pa.table({"o": original, "b": bucket}),
+            sort_keys=[("o", "ascending"), ("b", "ascending")],
+        )
+        original, bucket, row_id = (pc.take(a, order) for a in (original, bucket, row_id))
+        mask = self._match_runs(original, bucket, row_id, _slow_runs(original, bucket))
+        return None if mask is None else pc.take(mask, pc.sort_indices(order))
+
+    def _match_runs(
+        self,
+        original: pa.Array,
+        bucket: pa.Array,
+        row_id: pa.Array,
+        runs: list[tuple[int, int]],
+    ) -> pa.Array | None:
+        masks: list[pa.Array] = []
+        hit = False
+        for start, end in runs:
+            key = (original[start].as_py(), bucket[start].as_py())
+            mask = self._member(key, row_id.slice(start, end - start))
+            hit = hit or mask is not None
+            masks.append(mask if mask is not None else pa.repeat(pa.scalar(False), end - start))
+        if not hit:
+            return None
+        return masks[0] if len(masks) == 1 else pa.concat_arrays(masks)
+
+    def _member(self, key: tuple[int, int], row_ids: pa.Array) -> pa.Array | None:
+        ids = self._groups.get(key)
+        if ids is None:
+            return None
+        bounds = pc.min_max(row_ids)
+        view = self._views[key]
+        low = bisect.bisect_left(view, bounds["min"].as_py())
+        high = bisect.bisect_right(view, bounds["max"].as_py())
+        if low >= high:
+            return None
+        return pc.is_in(row_ids, value_set=ids.slice(low, high - low))
+
+
+def _slow_runs(original: pa.Array, bucket: pa.Array) -> list[tuple[int, int]]:
+    """Runs of sorted arrays without a limit on their number."""
+    n = len(original)
+    changed = pc.or_(
+        pc.not_equal(original.slice(1), original.slice(0, n - 1)),
+        pc.not_equal(bucket.slice(1), bucket.slice(0, n - 1)),
+    )
+    bounds = [0, *(i + 1 for i in pc.indices_nonzero(changed).to_pylist()), n]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+def _int64_view(array: pa.Array) -> memoryview:
+    """The values of a null-free int64 array as a memoryview (what :mod:`bisect` searches)."""
+    if array.null_count:
+        raise ValueError("delete keys must not be null")
+    values = memoryview(array.buffers()[1]).cast("q")
+    return values[array.offset : array.offset + len(array)]
+
+
+# -- choosing slices -------------------------------------------------------------------------
+
+
+def _partition_specs(partitions: Iterable[str | Mapping[str, Any]]) -> list[dict[str, Any]]:
+    specs = []
+    for spec in partitions:
+        if isinstance(spec, Mapping):
+            specs.append({str(k): (None if v is None else str(v)) for k, v in spec.items()})
+            continue
+        parsed = {}
+        for component in str(spec).strip("/").split("/"):
+            pair = parse_partition_component(component)
+            if pair is None:
+                raise ValueError(f"partitions: {spec!r} is not a k=v[/k=v] partition spec")
+            parsed[pair[0]] = pair[1]
+        specs.append(parsed)
+    return specs
+
+
+def select_slices(
+    snapshot: TableSnapshot,
+    partitions: Iterable[str | Mapping[str, Any]] | None = None,
+    buckets: Iterable[int] | None = None,
+    slice_keys: Iterable[str] | None = None,
+) -> tuple[BucketSlice, ...]:
+    """The slices to compact: those of the given partitions (``dt=2024-01-01`` or mappings; a
+    slice matches if it matches any spec), buckets and slice keys (all when None)."""
+    chosen = list(snapshot.slices)
+    if partitions is not None:
+        specs = _partition_specs(partitions)
+        keys = set(snapshot.partition_keys())
+        for spec in specs:
+            unknown = sorted(set(spec) - keys)
+            if unknown:
+                raise ValueError(
+                    f"partitions: {unknown} are not partition columns of {snapshot.root} "
+                    f"(columns: {sorted(keys) or 'none, the table is unpartitioned'})"
+                )
+
+        def matches(s: BucketSlice, spec: Mapping[str, Any]) -> bool:
+            values = s.partition.as_dict()
+            return all(values.get(k) == v for k, v in spec.items())
+
+        for spec in specs:
+            if not any(matches(s, spec) for s in chosen):
+                shown = "/".join(f"{k}={v}" for k, v in spec.items())
+                raise ValueError(f"partitions: {shown!r} matches no partition of {snapshot.root}")
+        chosen = [s for s in chosen if any(matches(s, spec) for spec in specs)]
+    if buckets is not None:
+        wanted = {int(b) for b in buckets}
+        chosen = [s for s in chosen if s.bucket_id in wanted]
+    if slice_keys is not None:
+        wanted_keys = list(dict.fromkeys(slice_keys))
+        known = {s.key for s in snapshot.slices}
+        unknown = [k for k in wanted_keys if k not in known]
+        if unknown:
+            raise ValueError(f"slice_keys: {unknown} are not slices of {snapshot.root}")
+        chosen = [s for s in chosen if s.key in set(wanted_keys)]
+    return tuple(chosen)
+
+
+# -- planning --------------------------------------------------------------------------------
+
+
+def _output_settings(
+    options: CompactionOptions,
+    columns: TableColumns,
+    partition_columns: Sequence[tuple[str, HiveType]],
+    row_filter_key: str | None,
+) -> dict[str, Any]:
+    names = [c.name.lower() for c in columns.columns] + [k.lower() for k, _ in partition_columns]
+    if options.include_identity:
+        names += [n for n, _ in IDENTITY_COLUMNS]
+    clashes = sorted({n for n in names if names.count(n) > 1})
+    if clashes:
+        raise ValueError(f"output columns {clashes} appear twice (table, partition, identity)")
+    return {
+        "version": _SETTINGS_VERSION,
+        "columns": columns.to_dict()["columns"],  # not where they came from: that changes
+        "partition_columns": [{"name": k, "hive_type": str(t)} for k, t in partition_columns],
+        "include_identity": options.include_identity,
+        "timestamp_unit": options.timestamp_unit,
+        "compression": options.compression,
+        "compression_level": options.compression_level,
+        "target_file_size": options.target_file_size,
+        "row_group_rows": options.row_group_rows,
+        "batch_rows": options.batch_rows,
+        "row_filter": row_filter_key,
+    }
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _relative(root: str, path: str) -> str:
+    prefix = root.rstrip("/") + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else path
+
+
+def slice_fingerprint(
+    snapshot: TableSnapshot, bucket_slice: BucketSlice, settings: Mapping[str, Any]
+) -> str:
+    """A hash of everything a bucket's output depends on: its files (path, size, version),
+    which of their writes the write-id list shows, and the output settings."""
+    write_ids = snapshot.write_ids
+    described = []
+    for data_file in bucket_slice.files:
+        folder = data_file.folder
+        visibility: Any = "all"
+        if folder is not None:
+            validity = write_ids.range_validity(folder.min_write_id, folder.max_write_id)
+            if validity is not RangeValidity.ALL:
+                top = min(folder.max_write_id, write_ids.high_watermark)
+                visibility = [top, list(write_ids.invalid_ids_in(folder.min_write_id, top))]
+        described.append(
+            [
+                data_file.role.value,
+                _relative(snapshot.root, data_file.path),
+                data_file.file.size,
+                data_file.file.version,
+                visibility,
+            ]
+        )
+    return _digest([settings, bucket_slice.key, described])[:32]
+
+
+def _snapshot_id(
+    snapshot: TableSnapshot, settings: Mapping[str, Any], slices: list[PlannedSlice]
+) -> str:
+    write_ids = None if snapshot.write_ids.is_all_committed else str(snapshot.write_ids)
+    return _digest(
+        [
+            "airflow-acid/snapshot/1",
+            snapshot.root,
+            write_ids,
+            str(snapshot.txns) if snapshot.txns else None,
+            snapshot.insert_only,
+            settings,
+            [[s.key, s.fingerprint] for s in slices],
+        ]
+    )[:16]
+
+
+def plan_for(
+    snapshot: TableSnapshot,
+    out_uri: str,
+    *,
+    fs: AbstractFileSystem,
+    partitions: Iterable[str | Mapping[str, Any]] | None = None,
+    buckets: Iterable[int] | None = None,
+    slice_keys: Iterable[str] | None = None,
+    row_filter_key: str | None = None,
+    out_filesystem: AbstractFileSystem | None = None,
+    storage_options: dict[str, Any] | None = None,
+    options: CompactionOptions = CompactionOptions(),  # noqa: B008 - frozen, shared safely
+) -> SnapshotPlan:
+    """Plan a snapshot of an already resolved table snapshot (see :func:`plan_snapshot`)."""
+    out_fs, out_root = resolve_filesystem(out_uri, out_filesystem, storage_options)
+    chosen = select_slices(snapshot, partitions, buckets, slice_keys)
+    columns = table_columns(snapshot, fs, options.schema)
+    settings = _output_settings(
+        options, columns, partition_columns(snapshot, options.partition_types), row_filter_key
+    )
+    planned = [
+        PlannedSlice(s.key, s.partition.path, s.bucket_id, slice_fingerprint(snapshot, s, settings))
+        for s in chosen
+    ]
+    snapshot_id = _snapshot_id(snapshot, settings, planned)
+    if read_manifest(out_fs, out_root, snapshot_id) is not None:
+        return read_plan(out_fs, out_root, snapshot_id)
+    previous = None
+    if options.reuse:
+        previous, usable = reuse_candidates(out_fs, out_root, snapshot.root)
+        planned = [
+            PlannedSlice(p.key, p.partition, p.bucket, p.fingerprint, reused)
+            if (reused := usable.get(p.key)) is not None and reused.fingerprint == p.fingerprint
+            else p
+            for p in planned
+        ]
+    plan = SnapshotPlan(
+        snapshot_id=snapshot_id,
+        out=out_root,
+        table=snapshot.root,
+        write_ids=None if snapshot.write_ids.is_all_committed else str(snapshot.write_ids),
+        txns=str(snapshot.txns) if snapshot.txns else None,
+        insert_only=snapshot.insert_only,
+        settings=settings,
+        slices=tuple(planned),
+        previous_snapshot_id=previous,
+    )
+    write_plan(out_fs, plan)
+    return plan
+
+
+def _resolve(
+    table_uri: str,
+    write_ids: ValidWriteIdList | str | None,
+    txns: ValidTxnList | str | None,
+    insert_only: bool,
+    filesystem: AbstractFileSystem | None,
+    storage_options: dict[str, Any] | None,
+) -> tuple[TableSnapshot, AbstractFileSystem]:
+    fs, _ = resolve_filesystem(table_uri, filesystem, storage_options)
+    if isinstance(write_ids, str):
+        write_ids = parse_write_id_list(write_ids)
+    snapshot = resolve_snapshot(table_uri, write_ids, txns, insert_only=insert_only, filesystem=fs)
+    return snapshot, fs
+
+
+def plan_snapshot(
+    table_uri: str,
+    out_uri: str,
+    *,
+    write_ids: ValidWriteIdList | str | None = None,
+    txns: ValidTxnList | str | None = None,
+    insert_only: bool = False,
+    partitions: Iterable[str | Mapping[str, Any]] | None = None,
+    buckets: Iterable[int] | None = None,
+    slice_keys: Iterable[str] | None = None,
+    row_filter_key: str | None = None,
+    filesystem: AbstractFileSystem | None = None,
+    out_filesystem: AbstractFileSystem | None = None,
+    storage_options: dict[str, Any] | None = None,
+    options: CompactionOptions = CompactionOptions(),  # noqa: B008
+) -> SnapshotPlan:
+    """Resolve the table, choose its slices, fix the output schema and store the plan.
+
+    The snapshot id is a hash of the source and the output settings: planning twice gives the
+    same id. ``plan.keys_to_compute`` are the slices for :func:`compact_slice`; the others
+    reuse the latest committed snapshot's files. ``row_filter_key`` names the row filter the
+    workers will apply (it is part of the id: a callable has no stable identity of its own).
+    """
+    snapshot, fs = _resolve(table_uri, write_ids, txns, insert_only, filesystem, storage_options)
+    return plan_for(
+        snapshot,
+        out_uri,
+        fs=fs,
+        partitions=partitions,
+        buckets=buckets,
+        slice_keys=slice_keys,
+        row_filter_key=row_filter_key,
+        out_filesystem=out_filesystem,
+        storage_options=storage_options,
+        options=options,
+    )
+
+
+# -- writing one bucket ----------------------------------------------------------------------
+
+
+def output_schema(settings: Mapping[str, Any]) -> pa.Schema:
+    """The Arrow schema of a snapshot's Parquet files: table columns, partition columns, then
+    (with ``include_identity``) the ``_acid_*`` identity columns."""
+    unit = settings["timestamp_unit"]
+    fields = TableColumns.from_dict(settings["columns"]).arrow_fields(unit)
+    fields += [hive_field(c["name"], c["hive_type"], unit) for c in settings["partition_columns"]]
+    if settings["include_identity"]:
+        fields += [pa.field(name, t, nullable=False) for name, t in IDENTITY_COLUMNS]
+    return pa.schema(fields)
+
+
+@dataclass
+class _RollingParquetWriter:
+    """Writes one bucket's rows to ``<stem>-NNNN.parquet`` files, rolling over at a size."""
+
+    fs: AbstractFileSystem
+    out_root: str
+    folder: str  # relative to out_root
+    snapshot_id: str
+    bucket: int
+    schema: pa.Schema
+    settings: Mapping[str, Any]
+    files: list[OutputFile] = field(default_factory=list)
+    _buffer: list[pa.Table] = field(default_factory=list)
+    _buffered: int = 0
+    _handle: Any = None
+    _writer: pq.ParquetWriter | None = None
+    _path: str = ""
+    _rows: int = 0
+
+    def _absolute(self, relative: str) -> str:
+        return posixpath.join(self.out_root, relative) if relative else self.out_root
+
+    def remove_leftovers(self) -> None:
+        """Delete this bucket's files of an earlier, failed attempt at the same snapshot."""
+        pattern = self._absolute(
+            posixpath.join(self.folder, f"part-{self.snapshot_id}-{self.bucket:05d}-*.parquet")
+        )
+        for path in self.fs.glob(pattern):
+            self.fs.rm_file(path)
+
+    def write(self, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        self._buffer.append(table)
+        self._buffered += table.num_rows
+        if self._buffered >= self.settings["row_group_rows"]:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._buffered:
+            return
+        table = pa.concat_tables(self._buffer)
+        self._buffer, self._buffered = [], 0
+        if self._writer is None:
+            self._open(table)
+        assert self._writer is not None
+        self._writer.write_table(table, row_group_size=self.settings["row_group_rows"])
+        self._rows += table.num_rows
+        if self._handle.tell() >= self.settings["target_file_size"]:
+            self._close_file()
+
+    def _open(self, first: pa.Table) -> None:
+        name = data_file_name(self.snapshot_id, self.bucket, len(self.files))
+        self._path = posixpath.join(self.folder, name) if self.folder else name
+        absolute = self._absolute(self._path)
+        self.fs.makedirs(posixpath.dirname(absolute), exist_ok=True)
+        self._handle = self.fs.open(absolute, "wb")
+        compression = self.settings["compression"]
+        self._writer = pq.ParquetWriter(
+            self._handle,
+            self.schema,
+            compression=None if compression == "none" else compression,
+            compression_level=self.settings["compression_level"],
+            use_dictionary=dictionary_columns(first),
+            version="2.6",
+            write_statistics=True,
+        )
+        self._rows = 0
+
+    def _close_file(self) -> None:
+        assert self._writer is not None
+        self._writer.close()
+        self._handle.close()
+        size = int(self.fs.info(self._absolute(self._path))["size"])
+        self.files.append(OutputFile(self._path, self._rows, size))
+        self._writer, self._handle = None, None
+
+    def close(self) -> tuple[OutputFile, ...]:
+        self._flush()
+        if self._writer is not None:
+            self._close_file()
+        return tuple(self.files)
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            try:
+                self._writer.close()
+                self._handle.close()
+            except Exception:  # noqa: BLE001 - cleaning up after another error
+                pass
+
+
+def dictionary_columns(table: pa.Table, max_ratio: float = 0.5, sample: int = 16_384) -> list[str]:
+    """Top-level text and binary columns worth dictionary encoding: those whose distinct values
+    are at most ``max_ratio`` of the first ``sample`` rows of ``table`` (the first row group of
+    a file).
+
+    Dictionary-encoding a column of mostly distinct values costs more time than anything else in
+    writing Parquet and makes the file bigger; for repetitive text it is the best encoding.
+    """
+    chosen = []
+    table = table.slice(0, sample)
+    for column_field, column in zip(table.schema, table.columns, strict=True):
+        kind = column_field.type
+        if not (
+            pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind)
+        ):
+            continue
+        if pc.count_distinct(column, mode="all").as_py() <= max_ratio * table.num_rows:
+            chosen.append(column_field.name)
+    return chosen
+
+
+def _true_count(mask: pa.Array | pa.ChunkedArray) -> int:
+    if isinstance(mask, pa.ChunkedArray):
+        return sum(c.true_count for c in mask.chunks)
+    return mask.true_count
+
+
+def compact_bucket(
+    snapshot: TableSnapshot,
+    bucket_slice: BucketSlice,
+    fs: AbstractFileSystem,
+    out_fs: AbstractFileSystem,
+    plan: SnapshotPlan,
+    *,
+    fingerprint: str,
+    row_filter: RowFilter | None = None,
+) -> BucketResult:
+    """Anti-join one bucket slice against its delete keys and write it as Parquet files."""
+    settings = plan.settings
+    unit = settings["timestamp_unit"]
+    reader = SliceReader(
+        bucket_slice,
+        fs,
+        TableColumns.from_dict(settings["columns"]),
+        snapshot.write_ids,
+        insert_only=snapshot.insert_only,
+        batch_rows=settings["batch_rows"],
+        timestamp_unit=unit,
+    )
+    keys = None
+    if bucket_slice.delete_delta_files and not snapshot.insert_only:
+        keys = DeleteKeySet.from_batches(reader.delete_batches())
+    schema = output_schema(settings)
+    values = bucket_slice.partition.as_dict()
+    partition_values = [
+        partition_scalar(c["name"], values.get(c["name"]), HiveType.parse(c["hive_type"]), unit)
+        for c in settings["partition_columns"]
+    ]
+    writer = _RollingParquetWriter(
+        out_fs,
+        plan.out,
+        bucket_slice.partition.path,
+        plan.snapshot_id,
+        bucket_slice.bucket_id,
+        schema,
+        settings,
+    )
+    writer.remove_leftovers()
+    invalid = deleted = filtered = written = 0
+    try:
+        for batch in reader.data_batches():
+            n = batch.num_rows
+            keep = batch.visible
+            if keep is not None:
+                invalid += n - keep.true_count
+            hits = (
+                keys.match(batch.original_transaction, batch.bucket, batch.row_id) if keys else None
+            )
+            if hits is not None:
+                if keep is not None:
+                    hits = pc.and_(hits, keep)
+                count = hits.true_count
+                deleted += count
+                if count:
+                    dropped = pc.invert(hits)
+                    keep = dropped if keep is None else pc.and_(keep, dropped)
+            arrays = list(batch.columns) + [pa.repeat(v, n) for v in partition_values]
+            if settings["include_identity"]:
+                arrays += [
+                    batch.original_transaction,
+                    batch.bucket,
+                    batch.row_id,
+                    batch.current_transaction,
+                ]
+            table = pa.Table.from_arrays(arrays, schema=schema)
+            if keep is not None and keep.true_count < n:
+                table = table.filter(keep)
+            if row_filter is not None and table.num_rows:
+                mask = pc.fill_null(row_filter(table), False)
+                kept = _true_count(mask)
+                filtered += table.num_rows - kept
+                if kept < table.num_rows:
+                    table = table.filter(mask)
+            written += table.num_rows
+            writer.write(table)
+        files = writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    result = BucketResult(
+        snapshot_id=plan.snapshot_id,
+        slice_key=bucket_slice.key,
+        partition=bucket_slice.partition.path,
+        bucket=bucket_slice.bucket_id,
+        fingerprint=fingerprint,
+        files=files,
+        rows_read=reader.rows_in_files,
+        rows_invalid=invalid,
+        rows_deleted=deleted,
+        rows_filtered=filtered,
+        rows_written=written,
+        delete_keys=len(keys) if keys is not None else 0,
+    )
+    result.check_reconciled()
+    return result
+
+
+# -- the entry points ------------------------------------------------------------------------
+
+
+def compact_slice(
+    source: TableSnapshot | str,
+    slice_key: str,
+    out_uri: str,
+    snapshot_id: str,
+    *,
+    row_filter: RowFilter | None = None,
+    plan: SnapshotPlan | None = None,
+    filesystem: AbstractFileSystem | None = None,
+    out_filesystem: AbstractFileSystem | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> BucketResult:
+    """Compact one bucket slice of a planned snapshot into its Parquet files (no commit).
+
+    ``source`` is the resolved table snapshot or the table's URI (then resolved with the
+    plan's write-id list); with a snapshot of a table outside the local filesystem, pass its
+    ``filesystem`` too (a snapshot keeps paths, not the filesystem). The plan is read from
+    ``out_uri`` unless given. Idempotent: a slice of a committed snapshot returns its committed
+    result, a reused slice its earlier files, and a re-run overwrites the files of an earlier
+    attempt. Fails if the slice's files changed since planning.
+    """
+    out_fs, out_root = resolve_filesystem(out_uri, out_filesystem, storage_options)
+    committed = read_manifest(out_fs, out_root, snapshot_id)
+    if committed is not None:
+        for bucket in committed.buckets:
+            if bucket.slice_key == slice_key:
+                return bucket
+        raise KeyError(f"slice {slice_key!r} is not part of committed snapshot {snapshot_id}")
+    if plan is None:
+        plan = read_plan(out_fs, out_root, snapshot_id)
+    elif plan.snapshot_id != snapshot_id:
+        raise ValueError(f"plan is for snapshot {plan.snapshot_id}, not {snapshot_id}")
+    planned = plan.planned(slice_key)
+    if planned.reused is not None:
+        return planned.reused
+    if (row_filter is None) != (plan.settings["row_filter"] is None):
+        raise ValueError(
+            f"snapshot {snapshot_id} was planned "
+            + (
+                f"with row filter {plan.settings['row_filter']!r}: pass row_filter"
+                if row_filter is None
+                else "without a row filter: pass none (or plan with row_filter_key)"
+            )
+        )
+    if isinstance(source, TableSnapshot):
+        snapshot = source
+        fs, _ = resolve_filesystem(snapshot.root, filesystem, storage_options)
+    else:
+        snapshot, fs = _resolve(
+            source, plan.write_ids, plan.txns, plan.insert_only, filesystem, storage_options
+        )
+    if snapshot.root != plan.table:
+        raise ValueError(
+            f"snapshot {snapshot_id} was planned for {plan.table}, not {snapshot.root}"
+        )
+    bucket_slice = next((s for s in snapshot.slices if s.key == slice_key), None)
+    if bucket_slice is None:
+        raise CommitError(f"slice {slice_key!r} is no longer in {snapshot.root}: plan again")
+    fingerprint = slice_fingerprint(snapshot, bucket_slice, plan.settings)
+    if fingerprint != planned.fingerprint:
+        raise CommitError(
+            f"the files of slice {slice_key} in {snapshot.root} changed since snapshot "
+            f"{snapshot_id} was planned: plan again"
+        )
+    return compact_bucket(
+        snapshot, bucket_slice, fs, out_fs, plan, fingerprint=fingerprint, row_filter=row_filter
+    )
+
+
+def compact_table(
+    table_uri: str,
+    out_uri: str,
+    *,
+    write_ids: ValidWriteIdList | str | None = None,
+    txns: ValidTxnList | str | None = None,
+    insert_only: bool = False,
+    partitions: Iterable[str | Mapping[str, Any]] | None = None,
+    buckets: Iterable[int] | None = None,
+    slice_keys: Iterable[str] | None = None,
+    row_filter: RowFilter | None = None,
+    row_filter_key: str | None = None,
+    filesystem: AbstractFileSystem | None = None,
+    out_filesystem: AbstractFileSystem | None = None,
+    storage_options: dict[str, Any] | None = None,
+    options: CompactionOptions = CompactionOptions(),  # noqa: B008
+) -> SnapshotResult:
+    """Write and commit one Parquet snapshot of a Hive ACID table (or of chosen slices of it).
+
+    Plans the snapshot, compacts its slices (``options.max_workers`` at a time) and commits
+    them; see :func:`plan_snapshot`, :func:`compact_slice` and :func:`commit_snapshot`. With a
+    ``row_filter``, give ``row_filter_key`` too: a stable text naming the filter (it is part of
+    the snapshot id), unless the filter object has a ``key`` attribute.
+    """
+    if row_filter is not None and row_filter_key is None:
+        row_filter_key = getattr(row_filter, "key", None)
+        if not isinstance(row_filter_key, str):
+            raise ValueError(
+                "row_filter needs row_filter_key: a stable text naming the filter, so that "
+                "the snapshot id stays deterministic"
+            )
+    snapshot, fs = _resolve(table_uri, write_ids, txns, insert_only, filesystem, storage_options)
+    plan = plan_for(
+        snapshot,
+        out_uri,
+        fs=fs,
+        partitions=partitions,
+        buckets=buckets,
+        slice_keys=slice_keys,
+        row_filter_key=row_filter_key if row_filter is not None else None,
+        out_filesystem=out_filesystem,
+        storage_options=storage_options,
+        options=options,
+    )
+    out_fs, out_root = resolve_filesystem(out_uri, out_filesystem, storage_options)
+    committed = read_manifest(out_fs, out_root, plan.snapshot_id)
+    if committed is not None:
+        return committed
+
+    def run(key: str) -> BucketResult:
+        return compact_slice(
+            snapshot,
+            key,
+            out_uri,
+            plan.snapshot_id,
+            row_filter=row_filter,
+            plan=plan,
+            filesystem=fs,
+            out_filesystem=out_fs,
+            storage_options=storage_options,
+        )
+
+    keys = plan.keys_to_compute
+    workers = min(options.workers(), max(1, len(keys)))
+    if workers == 1:
+        results = [run(k) for k in keys]
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            results = list(pool.map(run, keys))
+    return commit_snapshot(
+        out_uri,
+        plan.snapshot_id,
+        results,
+        plan=plan,
+        out_filesystem=out_fs,
+        storage_options=storage_options,
+    )
+
+
+def options_from_dict(data: Mapping[str, Any]) -> CompactionOptions:
+    """:class:`CompactionOptions` from plain data (e.g. an Airflow task's parameters)."""
+    known = {f.name for f in fields(CompactionOptions)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"unknown compaction options {unknown}; known: {sorted(known)}")
+    return CompactionOptions(**dict(data))
+
+
+__all__ = [
+    "IDENTITY_COLUMNS",
+    "CompactionOptions",
+    "DeleteKeySet",
+    "RowFilter",
+    "compact_bucket",
+    "compact_slice",
+    "compact_table",
+    "dictionary_columns",
+    "options_from_dict",
+    "output_schema",
+    "plan_for",
+    "plan_snapshot",
+    "select_slices",
+    "slice_fingerprint",
+]

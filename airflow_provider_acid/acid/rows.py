@@ -1,0 +1,592 @@
+"""Reading a bucket slice's rows with their identity, as Hive 3 reads them.
+
+Every row of a full-ACID table has an identity ``(originalTransaction, bucket, rowId)``; delete
+events name the rows they delete by it. How a file is read is decided by its schema, as Hive
+does, never by its folder:
+
+* ACID event files: top-level ``operation, originalTransaction, bucket, rowId,
+  currentTransaction, row`` (matched case-insensitively: query-based compaction writes lower
+  case) with the table's columns in the ``row`` struct. They must say ``hive.acid.version`` 2
+  or more in their footer, or sit in a folder holding ``_orc_acid_version``; older (Hive 2)
+  files are refused.
+* Plain files: original (pre-ACID) files at a partition root, and raw files that LOAD DATA put
+  inside a base or delta. Their rows get synthetic identities: originalTransaction 0 for
+  originals, the folder's write id for raw files; the bucket from the file name encoded as
+  ``BucketCodec`` V1; rowId = position in the file plus the rows of the same bucket's earlier
+  files (in Hive's order, ``_copy_N`` files included) of the same folder.
+
+Columns are matched to the table's columns by name, case-insensitively; files whose columns
+are named ``_col0, _col1, ...`` (old writers) by position. Missing columns read as nulls.
+Rows of writes the write-id list does not show (a partly valid delta range) are marked
+invisible; delete events of such writes are dropped.
+
+Data is read stripe by stripe (ORC) or batch by batch (Parquet, insert-only tables), through
+fsspec file objects, so memory follows the stripe and batch size, not the file size.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import IO, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.orc as pa_orc
+import pyarrow.parquet as pq
+import pyorc
+from fsspec import AbstractFileSystem
+
+from .hive_types import HiveType, HiveTypeError, hive_field
+from .names import BaseDir, DeltaDir
+from .snapshot import BucketSlice, DataFile, FileRole, TableSnapshot
+from .writeids import RangeValidity, ValidWriteIdList
+
+#: Top-level columns of an ACID event file, in order, as Hive 3 names them.
+ACID_COLUMNS = ("operation", "originalTransaction", "bucket", "rowId", "currentTransaction", "row")
+_ACID_LOWER = tuple(c.lower() for c in ACID_COLUMNS)
+_VERSION_KEY = "hive.acid.version"
+_POSITIONAL = re.compile(r"^_col(\d+)$")
+_INSERT = 0
+_DELETE = 2
+
+
+class AcidFormatError(ValueError):
+    """A file that cannot be read as Hive 3 table data (the message names the file)."""
+
+
+class FileFormat(str, Enum):
+    ORC = "orc"
+    PARQUET = "parquet"
+
+
+def encode_bucket_v1(bucket_id: int, statement_id: int = 0) -> int:
+    """Hive's ``BucketCodec`` V1 value of a bucket: version 1 in bits 31-29, bucket in 27-16."""
+    return (1 << 29) | (bucket_id << 16) | statement_id
+
+
+# -- the table's columns ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TableColumn:
+    """One column of the table: its name and Hive type."""
+
+    name: str
+    hive_type: HiveType
+
+
+@dataclass(frozen=True)
+class TableColumns:
+    """The table's columns and where they were learnt (a file path or ``schema argument``)."""
+
+    columns: tuple[TableColumn, ...]
+    source: str
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def arrow_fields(self, timestamp_unit: str = "us") -> list[pa.Field]:
+        """Arrow fields with the Hive type in each field's metadata."""
+        return [hive_field(c.name, c.hive_type, timestamp_unit) for c in self.columns]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "columns": [{"name": c.name, "hive_type": str(c.hive_type)} for c in self.columns],
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> TableColumns:
+        """From :meth:`to_dict`, or from its ``columns`` list alone."""
+        if isinstance(data, Mapping):
+            columns, source = data["columns"], data["source"]
+        else:
+            columns, source = data, "stored settings"
+        return cls(
+            tuple(TableColumn(c["name"], HiveType.parse(c["hive_type"])) for c in columns), source
+        )
+
+    @classmethod
+    def from_schema(cls, schema: Any) -> TableColumns:
+        """From a user schema: a pyarrow Schema, ``(name, hive type)`` pairs, or a mapping."""
+        if isinstance(schema, pa.Schema):
+            pairs: Iterable[tuple[str, Any]] = [
+                (f.name, HiveType.from_arrow(f.type)) for f in schema
+            ]
+        elif isinstance(schema, Mapping):
+            pairs = schema.items()
+        else:
+            pairs = schema
+        try:
+            columns = tuple(TableColumn(name, HiveType.parse(t)) for name, t in pairs)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"schema argument: expected a pyarrow Schema or (name, Hive type) pairs: {exc}"
+            ) from None
+        lowered = [c.name.lower() for c in columns]
+        if len(set(lowered)) != len(lowered):
+            raise ValueError(f"schema argument: duplicate column names in {list(lowered)}")
+        return cls(columns, "schema argument")
+
+
+def _newest_first(files: Iterable[DataFile]) -> list[DataFile]:
+    def key(f: DataFile) -> tuple[int, int, str]:
+        write = f.folder.max_write_id if f.folder is not None else -1
+        return (write, 0 if f.role is FileRole.DELETE_DELTA else 1, f.path)
+
+    return sorted(files, key=key, reverse=True)
+
+
+def table_columns(
+    snapshot: TableSnapshot, fs: AbstractFileSystem, schema: Any = None
+) -> TableColumns:
+    """The table's columns: from ``schema`` when given, else from the newest ACID file's ``row``
+    struct (delete deltas count, data files first), else from the newest plain file (always
+    from the newest file for an insert-only table)."""
+    if schema is not None:
+        return TableColumns.from_schema(schema)
+    fallback: TableColumns | None = None
+    for data_file in _newest_first(snapshot.files):
+        if fallback is not None and data_file.folder is None:
+            break  # only original files are left, and they are never ACID files
+        with fs.open(data_file.path, "rb") as handle:
+            described = _describe(handle, data_file.path)
+        if described is None:
+            continue
+        file_type, is_acid = described
+        if is_acid:
+            row = file_type.children[_ACID_LOWER.index("row")]
+            return TableColumns(_columns_of(row, data_file.path), data_file.path)
+        plain = TableColumns(_columns_of(file_type, data_file.path), data_file.path)
+        if snapshot.insert_only:
+            return plain
+        fallback = fallback or plain
+    return fallback or TableColumns((), "no data files")
+
+
+def _columns_of(struct: HiveType, path: str) -> tuple[TableColumn, ...]:
+    if struct.name != "struct":
+        raise AcidFormatError(f"{path}: row type {struct} is not a struct")
+    return tuple(TableColumn(n, t) for n, t in struct.fields)
+
+
+def _describe(handle: IO[bytes], path: str) -> tuple[HiveType, bool] | None:
+    """The file's type and whether it is an ACID event file; None for an empty file."""
+    magic = handle.read(4)
+    handle.seek(0)
+    try:
+        if magic == b"PAR1":
+            parquet = pq.ParquetFile(handle)
+            if parquet.metadata.num_rows == 0:
+                return None
+            return HiveType.from_arrow(pa.struct(list(parquet.schema_arrow))), False
+        reader = pyorc.Reader(handle)
+        if len(reader) == 0:
+            return None
+        file_type = HiveType.parse(str(reader.schema))
+    except (HiveTypeError, ValueError, OSError, pyorc.ParseError, pyorc.ORCError) as exc:
+        raise AcidFormatError(f"{path}: not a readable ORC or Parquet data file ({exc})") from None
+    return file_type, _is_acid_names([n.lower() for n in file_type.field_names])
+
+
+def _is_acid_names(lowered: Sequence[str]) -> bool:
+    return tuple(lowered) == _ACID_LOWER
+
+
+# -- opening one file ------------------------------------------------------------------------
+
+
+@dataclass
+class _OpenFile:
+    """One opened data file: its reader, row count and the layout of its columns."""
+
+    data_file: DataFile
+    handle: IO[bytes]
+    format: FileFormat
+    rows: int
+    schema: pa.Schema
+    orc: pa_orc.ORCFile | None = None
+    parquet: pq.ParquetFile | None = None
+    #: For ACID files: the file's own names of the six top-level columns.
+    acid_names: tuple[str, ...] | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def path(self) -> str:
+        return self.data_file.path
+
+    @property
+    def is_acid(self) -> bool:
+        return self.acid_names is not None
+
+    @property
+    def row_type(self) -> pa.StructType | pa.Schema:
+        if self.acid_names is not None:
+            row = self.schema.field(self.acid_names[5]).type
+            if not pa.types.is_struct(row):
+                raise AcidFormatError(f"{self.path}: the ACID 'row' column is {row}, not a struct")
+            return row
+        return self.schema
+
+    def stripes(self, columns: list[str] | None, batch_rows: int) -> Iterator[pa.RecordBatch]:
+        """The file's rows in record batches of at most ``batch_rows`` (one stripe at a time)."""
+        if self.parquet is not None:
+            yield from self.parquet.iter_batches(batch_size=batch_rows, columns=columns)
+            return
+        assert self.orc is not None
+        for index in range(self.orc.nstripes):
+            stripe = self.orc.read_stripe(index, columns=columns)
+            for start in range(0, stripe.num_rows, batch_rows):
+                yield stripe.slice(start, batch_rows)
+
+
+def _open(fs: AbstractFileSystem, data_file: DataFile) -> _OpenFile:
+    handle = fs.open(data_file.path, "rb")
+    try:
+        magic = handle.read(4)
+        handle.seek(0)
+        if magic == b"PAR1":
+            parquet = pq.ParquetFile(handle)
+            opened = _OpenFile(
+                data_file,
+                handle,
+                FileFormat.PARQUET,
+                parquet.metadata.num_rows,
+                parquet.schema_arrow,
+                parquet=parquet,
+            )
+        else:
+            orc = pa_orc.ORCFile(handle)
+            metadata = {
+                k.decode(errors="replace").lower(): v.decode(errors="replace")
+                for k, v in (orc.metadata or {}).items()
+            }
+            opened = _OpenFile(
+                data_file, handle, FileFormat.ORC, orc.nrows, orc.schema, orc=orc, metadata=metadata
+            )
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        handle.close()
+        raise AcidFormatError(
+            f"{data_file.path}: not a readable ORC or Parquet file ({exc})"
+        ) from None
+    names = opened.schema.names
+    if _is_acid_names([n.lower() for n in names]):
+        opened.acid_names = tuple(names)
+    return opened
+
+
+def _check_acid_version(opened: _OpenFile) -> None:
+    version = opened.metadata.get(_VERSION_KEY)
+    if version is None:
+        if opened.data_file.acid_version_marked:
+            return
+        raise AcidFormatError(
+            f"{opened.path}: an ACID file without '{_VERSION_KEY}' in its footer, in a folder "
+            "without '_orc_acid_version': written by Hive 2, which this reader does not support "
+            "(run a major compaction in Hive 3 first)"
+        )
+    try:
+        number = int(version.strip())
+    except ValueError:
+        raise AcidFormatError(
+            f"{opened.path}: '{_VERSION_KEY}' is {version!r}, not a number"
+        ) from None
+    if number < 2:
+        raise AcidFormatError(
+            f"{opened.path}: '{_VERSION_KEY}={number}': a Hive 2 ACID file, which this reader "
+            "does not support (run a major compaction in Hive 3 first)"
+        )
+
+
+# -- mapping a file's columns onto the table's -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class _ColumnMap:
+    """For each table column: the index of the file field holding it (None: all null)."""
+
+    sources: tuple[int | None, ...]
+    targets: tuple[pa.Field, ...]
+
+
+def _column_map(fields: Sequence[pa.Field], targets: Sequence[pa.Field], path: str) -> _ColumnMap:
+    names = [f.name for f in fields]
+    positional = bool(names) and all(_POSITIONAL.match(n) for n in names)
+    by_name: dict[str, int] = {}
+    for index, name in enumerate(names):
+        by_name.setdefault(name.lower(), index)
+    sources: list[int | None] = []
+    for position, target in enumerate(targets):
+        if positional:
+            sources.append(position if position < len(names) else None)
+        else:
+            sources.append(by_name.get(target.name.lower()))
+    if names and targets and all(s is None for s in sources):
+        raise AcidFormatError(
+            f"{path}: none of its columns {names} is a table column "
+            f"{[t.name for t in targets]} (pass the table's schema if the names differ)"
+        )
+    return _ColumnMap(tuple(sources), tuple(targets))
+
+
+def _map_columns(
+    children: Sequence[pa.Array], column_map: _ColumnMap, length: int, path: str
+) -> list[pa.Array]:
+    out = []
+    for source, target in zip(column_map.sources, column_map.targets, strict=True):
+        if source is None:
+            out.append(pa.nulls(length, target.type))
+            continue
+        array = children[source]
+        if array.type != target.type:
+            try:
+                array = pc.cast(array, target.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                hint = ""
+                if "lose data" in str(exc) and "timestamp" in str(target.type):
+                    hint = " (pass timestamp_unit='ns' to keep sub-microsecond timestamps)"
+                raise AcidFormatError(
+                    f"{path}: column {target.name!r} of type {array.type} cannot be read as "
+                    f"{target.type}: {exc}{hint}"
+                ) from None
+        out.append(array)
+    return out
+
+
+# -- what the reader yields ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class RowBatch:
+    """Rows of one data file with their identity.
+
+    ``columns`` follow the table's columns. ``visible`` marks rows of writes the reader may see;
+    None means all of them.
+    """
+
+    data_file: DataFile
+    original_transaction: pa.Array
+    bucket: pa.Array
+    row_id: pa.Array
+    current_transaction: pa.Array
+    columns: list[pa.Array]
+    visible: pa.Array | None = None
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.row_id)
+
+
+@dataclass(frozen=True, eq=False)
+class DeleteBatch:
+    """Delete events of valid writes: the identities of the rows they delete."""
+
+    data_file: DataFile
+    original_transaction: pa.Array
+    bucket: pa.Array
+    row_id: pa.Array
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.row_id)
+
+
+def _fully_valid(data_file: DataFile, write_ids: ValidWriteIdList) -> bool:
+    folder = data_file.folder
+    if folder is None:
+        return True
+    return write_ids.range_validity(folder.min_write_id, folder.max_write_id) is RangeValidity.ALL
+
+
+def visible_writes(current: pa.Array, write_ids: ValidWriteIdList) -> pa.Array:
+    """A mask of the rows whose write (``currentTransaction``) the list shows as committed."""
+    mask = pc.less_equal(current, pa.scalar(write_ids.high_watermark, pa.int64()))
+    exceptions = write_ids.open_ids + write_ids.aborted_ids
+    if exceptions:
+        hidden = pc.is_in(current, value_set=pa.array(exceptions, pa.int64()))
+        mask = pc.and_(mask, pc.invert(hidden))
+    return mask
+
+
+def _int_column(batch: pa.RecordBatch, name: str, arrow_type: pa.DataType, path: str) -> pa.Array:
+    array = batch.column(name)
+    if array.null_count:
+        raise AcidFormatError(f"{path}: ACID column {name!r} holds nulls")
+    return array if array.type == arrow_type else pc.cast(array, arrow_type)
+
+
+class SliceReader:
+    """Reads one bucket slice: its data rows with identity and its delete events.
+
+    ``rows_in_files`` counts, from the files' footers, the rows of every data file opened; the
+    reader checks that it yields exactly that many rows of each file.
+    """
+
+    def __init__(
+        self,
+        bucket_slice: BucketSlice,
+        fs: AbstractFileSystem,
+        columns: TableColumns,
+        write_ids: ValidWriteIdList,
+        *,
+        insert_only: bool = False,
+        batch_rows: int = 131_072,
+        timestamp_unit: str = "us",
+    ) -> None:
+        if batch_rows < 1:
+            raise ValueError("batch_rows must be positive")
+        self.slice = bucket_slice
+        self.fs = fs
+        self.columns = columns
+        self.write_ids = write_ids
+        self.insert_only = insert_only
+        self.batch_rows = batch_rows
+        self.targets = columns.arrow_fields(timestamp_unit)
+        self.rows_in_files = 0
+        self._arange: pa.Array | None = None
+
+    # -- data ---------------------------------------------------------------------------
+
+    def data_batches(self) -> Iterator[RowBatch]:
+        """Every data row of the slice (originals, base, deltas in Hive's order), batch by batch."""
+        offsets: dict[str, int] = {}  # synthetic row ids continue per folder (or partition root)
+        for data_file in self.slice.data_files:
+            opened = _open(self.fs, data_file)
+            try:
+                self.rows_in_files += opened.rows
+                if opened.rows == 0:
+                    continue
+                if opened.is_acid:
+                    if self.insert_only:
+                        raise AcidFormatError(
+                            f"{opened.path}: an ACID event file in a table read as insert-only"
+                        )
+                    produced = yield from self._acid_rows(opened)
+                else:
+                    group = data_file.folder.name if data_file.folder is not None else ""
+                    first = offsets.get(group, 0)
+                    produced = yield from self._plain_rows(opened, first)
+                    offsets[group] = first + opened.rows
+                if produced != opened.rows:
+                    raise AcidFormatError(
+                        f"{opened.path}: read {produced} rows, its footer says {opened.rows}"
+                    )
+            finally:
+                opened.handle.close()
+
+    def _acid_rows(self, opened: _OpenFile) -> Iterator[RowBatch]:
+        _check_acid_version(opened)
+        names = opened.acid_names
+        assert names is not None
+        op, otx, bucket, row_id, ctx, row = names
+        row_type = opened.row_type
+        column_map = _column_map(list(row_type), self.targets, opened.path)
+        check_validity = not _fully_valid(opened.data_file, self.write_ids)
+        produced = 0
+        for batch in opened.stripes(None, self.batch_rows):
+            n = batch.num_rows
+            produced += n
+            operations = pc.min_max(batch.column(op))
+            if operations["min"].as_py() != _INSERT or operations["max"].as_py() != _INSERT:
+                raise AcidFormatError(
+                    f"{opened.path}: a data file holding events other than inserts "
+                    f"(operation {operations['min'].as_py()}..{operations['max'].as_py()}); "
+                    "Hive 3 writes deletes only to delete_delta folders"
+                )
+            current = _int_column(batch, ctx, pa.int64(), opened.path)
+            rows = batch.column(row)
+            children = [rows.field(i) for i in range(rows.type.num_fields)]
+            visible = visible_writes(current, self.write_ids) if check_validity else None
+            if visible is not None and pc.all(visible).as_py():
+                visible = None
+            yield RowBatch(
+                opened.data_file,
+                _int_column(batch, otx, pa.int64(), opened.path),
+                _int_column(batch, bucket, pa.int32(), opened.path),
+                _int_column(batch, row_id, pa.int64(), opened.path),
+                current,
+                _map_columns(children, column_map, n, opened.path),
+                visible,
+            )
+        return produced
+
+    def _plain_rows(self, opened: _OpenFile, first_row_id: int) -> Iterator[RowBatch]:
+        data_file = opened.data_file
+        if data_file.role is FileRole.DELETE_DELTA:
+            raise AcidFormatError(f"{opened.path}: a plain (non-ACID) file in a delete delta")
+        folder = data_file.folder
+        if isinstance(folder, BaseDir):
+            write = folder.write_id
+        elif isinstance(folder, DeltaDir):
+            write = folder.min_write_id
+        else:
+            write = 0
+        visible_file = write == 0 or self.write_ids.is_valid(write)
+        bucket_value = pa.scalar(encode_bucket_v1(data_file.bucket_id), pa.int32())
+        write_value = pa.scalar(write, pa.int64())
+        column_map = _column_map(list(opened.row_type), self.targets, opened.path)
+        produced = 0
+        for batch in opened.stripes(None, self.batch_rows):
+            n = batch.num_rows
+            row_ids = pc.add(self._positions(n), pa.scalar(first_row_id + produced, pa.int64()))
+            produced += n
+            writes = pa.repeat(write_value, n)
+            yield RowBatch(
+                data_file,
+                writes,
+                pa.repeat(bucket_value, n),
+                row_ids,
+                writes,
+                _map_columns(batch.columns, column_map, n, opened.path),
+                None if visible_file else pa.repeat(pa.scalar(False), n),
+            )
+        return produced
+
+    def _positions(self, n: int) -> pa.Array:
+        """0, 1, ..., n-1 (int64), from a cached run."""
+        if self._arange is None or len(self._arange) < n:
+            size = max(n, self.batch_rows)
+            ones = pa.repeat(pa.scalar(1, pa.int64()), size)
+            self._arange = pc.subtract(pc.cumulative_sum(ones), pa.scalar(1, pa.int64()))
+        return self._arange.slice(0, n)
+
+    # -- deletes ------------------------------------------------------------------------
+
+    def delete_batches(self) -> Iterator[DeleteBatch]:
+        """The delete events of the slice's delete deltas, minus those of invalid writes."""
+        for data_file in self.slice.delete_delta_files:
+            opened = _open(self.fs, data_file)
+            try:
+                if opened.rows == 0:
+                    continue
+                if not opened.is_acid:
+                    raise AcidFormatError(
+                        f"{opened.path}: a plain (non-ACID) file in a delete delta"
+                    )
+                _check_acid_version(opened)
+                assert opened.acid_names is not None
+                op, otx, bucket, row_id, ctx, _ = opened.acid_names
+                check_validity = not _fully_valid(data_file, self.write_ids)
+                wanted = [op, otx, bucket, row_id, ctx]
+                for batch in opened.stripes(wanted, self.batch_rows):
+                    operations = pc.min_max(batch.column(op))
+                    if operations["min"].as_py() != _DELETE or operations["max"].as_py() != _DELETE:
+                        raise AcidFormatError(
+                            f"{opened.path}: a delete delta file holding events other than deletes"
+                        )
+                    keys = [
+                        _int_column(batch, otx, pa.int64(), opened.path),
+                        _int_column(batch, bucket, pa.int32(), opened.path),
+                        _int_column(batch, row_id, pa.int64(), opened.path),
+                    ]
+                    if check_validity:
+                        current = _int_column(batch, ctx, pa.int64(), opened.path)
+                        mask = visible_writes(current, self.write_ids)
+                        keys = [pc.filter(k, mask) for k in keys]
+                    yield DeleteBatch(data_file, *keys)
+            finally:
+                opened.handle.close()

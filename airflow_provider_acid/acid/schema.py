@@ -1,0 +1,51 @@
+"""The table's Arrow schema: its columns (from a file or the user) plus typed partition columns."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+from fsspec import AbstractFileSystem
+
+from .hive_types import HiveType, hive_field, infer_partition_type
+from .rows import table_columns
+from .snapshot import TableSnapshot
+
+
+def partition_columns(
+    snapshot: TableSnapshot, declared: Mapping[str, str] | None = None
+) -> list[tuple[str, HiveType]]:
+    """Partition columns with their Hive types: ``declared`` ones as given (``{"dt": "date"}``),
+    the others inferred from the folder values (bigint, date, else string)."""
+    keys = snapshot.partition_keys()
+    for part in snapshot.partitions:
+        if part.partition.values and part.partition.keys != keys:
+            raise ValueError(
+                f"partition {part.partition.path!r} of {snapshot.root} has columns "
+                f"{list(part.partition.keys)}, others {list(keys)}"
+            )
+    declared = {k.lower(): v for k, v in (declared or {}).items()}
+    columns = []
+    for index, key in enumerate(keys):
+        if key.lower() in declared:
+            columns.append((key, HiveType.parse(declared[key.lower()])))
+        else:
+            values = [
+                p.partition.values[index][1] for p in snapshot.partitions if p.partition.values
+            ]
+            columns.append((key, infer_partition_type(values)))
+    return columns
+
+
+def table_schema(
+    snapshot: TableSnapshot,
+    fs: AbstractFileSystem,
+    schema: Any = None,
+    partition_types: Mapping[str, str] | None = None,
+) -> pa.Schema:
+    """Table columns then partition columns, as Arrow fields (what predicates bind to)."""
+    columns = table_columns(snapshot, fs, schema)
+    fields = columns.arrow_fields()
+    fields += [hive_field(name, t) for name, t in partition_columns(snapshot, partition_types)]
+    return pa.schema(fields)
