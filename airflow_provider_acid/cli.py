@@ -97,16 +97,28 @@ def _compact(args: argparse.Namespace) -> int:
         reuse=not args.no_reuse,
         max_workers=args.workers,
     )
-    result = compact_table(
-        args.table_uri,
-        args.out,
-        write_ids=args.valid_write_ids,
-        txns=args.valid_txns,
-        insert_only=args.insert_only,
-        partitions=args.partition,
-        buckets=args.bucket,
-        options=options,
-    )
+    if args.manifest:
+        from .pruning.manifest import compact_manifest
+
+        if args.table_uri or args.valid_write_ids or args.partition or args.bucket:
+            raise ValueError(
+                "--manifest names the table, write-id list and slices: drop TABLE_URI, "
+                "--valid-write-ids, --partition and --bucket"
+            )
+        result = compact_manifest(args.manifest, args.out, options=options)
+    elif not args.table_uri:
+        raise ValueError("name TABLE_URI, or a slice manifest with --manifest FILE")
+    else:
+        result = compact_table(
+            args.table_uri,
+            args.out,
+            write_ids=args.valid_write_ids,
+            txns=args.valid_txns,
+            insert_only=args.insert_only,
+            partitions=args.partition,
+            buckets=args.bucket,
+            options=options,
+        )
     if args.json:
         print(json.dumps(compact_summary(result), indent=2))
     else:
@@ -121,7 +133,14 @@ def _add_compact(commands: Any) -> None:
         description="Anti-join each bucket's rows with its delete keys and write Parquet under "
         "OUT_URI; the manifest OUT_URI/_snapshots/<id>/manifest.json is the commit point.",
     )
-    compact.add_argument("table_uri", help="table location (path or fsspec URL)")
+    compact.add_argument(
+        "table_uri", nargs="?", help="table location (path or fsspec URL); not with --manifest"
+    )
+    compact.add_argument(
+        "--manifest",
+        metavar="FILE",
+        help="compact only the slices a slice manifest kept, filtering rows by its predicate",
+    )
     compact.add_argument("--out", required=True, metavar="OUT_URI", help="output folder")
     compact.add_argument(
         "--valid-write-ids", metavar="S", help="Hive write-id list (default: all committed)"
@@ -168,6 +187,126 @@ def _add_compact(commands: Any) -> None:
     compact.set_defaults(run=_compact)
 
 
+def _index(args: argparse.Namespace) -> int:
+    from .acid.listing import resolve_filesystem
+    from .pruning.manifest import default_index_uri, refresh_index
+
+    fs, root = resolve_filesystem(args.table_uri)
+    snapshot = resolve_snapshot(root, args.valid_write_ids, args.valid_txns, filesystem=fs)
+    index_uri = args.index or default_index_uri(args.out or f"{root.rstrip('/')}_acid")
+    result = refresh_index(snapshot, fs, index_uri)
+    summary = {
+        "format": "airflow-acid/index",
+        "version": 1,
+        "index": index_uri,
+        "added": result.added,
+        "kept": result.kept,
+        "removed": result.removed,
+        "index_version": result.version,
+        "failed": [{"path": p, "error": e} for p, e in result.failed],
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(
+            f"index {index_uri} (version {result.version}): {result.added} file(s) added, "
+            f"{result.kept} kept, {result.removed} removed"
+        )
+        for path, error in result.failed:
+            print(f"  not indexed (kept as unknown): {path}: {error}")
+    return 0
+
+
+def format_metrics(metrics: dict[str, Any]) -> str:
+    """The pruning metrics as a short table."""
+    rows = [
+        ("partitions", f"{metrics['partitions_kept']:,} of {metrics['partitions_total']:,} kept"),
+        ("slices", f"{metrics['slices_kept']:,} of {metrics['slices_total']:,} kept"),
+        (
+            "data files",
+            f"{metrics['files_candidate']:,} of {metrics['files_total']:,} candidates, "
+            f"{metrics['files_not_indexed']:,} not indexed",
+        ),
+        ("bytes", f"{metrics['bytes_kept']:,} of {metrics['bytes_total']:,} kept"),
+        ("skipping ratio", f"{metrics['skipping_ratio']:.1%}"),
+        (
+            "time",
+            f"index read {metrics['index_read_seconds']:.3f} s, evaluate "
+            f"{metrics['evaluate_seconds']:.3f} s, manifest {metrics['manifest_seconds']:.3f} s",
+        ),
+    ]
+    return "\n".join(f"{name:<15}{value}" for name, value in rows)
+
+
+def _manifest(args: argparse.Namespace) -> int:
+    from .pruning.manifest import compute_manifest, write_manifest
+
+    manifest = compute_manifest(
+        args.table_uri,
+        args.where,
+        index_uri=args.index,
+        write_ids=args.valid_write_ids,
+        txns=args.valid_txns,
+        refresh=args.refresh,
+        granularity=args.granularity,
+    )
+    path = write_manifest(manifest, args.out) if args.out else None
+    if args.json:
+        print(
+            json.dumps(
+                {**manifest.header(), "manifest_path": path, "slice_keys": manifest.slice_keys},
+                indent=2,
+            )
+        )
+    else:
+        print(f"predicate      {manifest.predicate}")
+        print(format_metrics(manifest.metrics.to_dict()))
+        if path:
+            print(f"manifest       {path}")
+    return 0
+
+
+def _add_index_and_manifest(commands: Any) -> None:
+    index = commands.add_parser(
+        "index", help="build or refresh the column-stats index of a table's data files"
+    )
+    index.add_argument("table_uri", help="table location (path or fsspec URL)")
+    index.add_argument(
+        "--index", metavar="URI", help="index location (default: OUT_URI/_index, see --out)"
+    )
+    index.add_argument(
+        "--out",
+        metavar="OUT_URI",
+        help="output root whose _index folder holds the index (default: TABLE_URI_acid)",
+    )
+    index.add_argument("--valid-write-ids", metavar="S", help="Hive write-id list")
+    index.add_argument("--valid-txns", metavar="S", help="Hive transaction list")
+    index.add_argument("--json", action="store_true", help="stable JSON output for scripts")
+    index.set_defaults(run=_index)
+
+    manifest = commands.add_parser(
+        "manifest", help="write the pruned slice manifest of a predicate and print its metrics"
+    )
+    manifest.add_argument("table_uri", help="table location (path or fsspec URL)")
+    manifest.add_argument(
+        "--where", required=True, metavar="SQL", help='SQL WHERE fragment, e.g. "amount > 100"'
+    )
+    manifest.add_argument("--index", metavar="URI", help="column-stats index location")
+    manifest.add_argument(
+        "--refresh", action="store_true", help="refresh the index first (needs --index)"
+    )
+    manifest.add_argument("--valid-write-ids", metavar="S", help="Hive write-id list")
+    manifest.add_argument("--valid-txns", metavar="S", help="Hive transaction list")
+    manifest.add_argument(
+        "--granularity", choices=("slice", "file"), default="slice", help="what is dropped"
+    )
+    manifest.add_argument(
+        "--out", metavar="FILE", help="write the manifest here (.json, .jsonl or .parquet)"
+    )
+    manifest.add_argument("--json", action="store_true", help="stable JSON output for scripts")
+    manifest.set_defaults(run=_manifest)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="airflow-acid",
@@ -194,6 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--json", action="store_true", help="stable JSON output for scripts")
     inspect.set_defaults(run=_inspect)
     _add_compact(commands)
+    _add_index_and_manifest(commands)
     return parser
 
 

@@ -298,7 +298,8 @@ def select_slices(
         unknown = [k for k in wanted_keys if k not in known]
         if unknown:
             raise ValueError(f"slice_keys: {unknown} are not slices of {snapshot.root}")
-        chosen = [s for s in chosen if s.key in set(wanted_keys)]
+        wanted_set = set(wanted_keys)
+        chosen = [s for s in chosen if s.key in wanted_set]
     return tuple(chosen)
 
 

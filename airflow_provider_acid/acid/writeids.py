@@ -152,8 +152,11 @@ class ValidWriteIdList:
         )
 
     def invalid_ids_in(self, min_write_id: int, max_write_id: int) -> tuple[int, ...]:
-        """The exceptions inside a range (for rows of partly valid ranges)."""
-        return tuple(sorted(i for i in self._exceptions if min_write_id <= i <= max_write_id))
+        """The writes of a range a reader must not see: open or aborted ones, and those above
+        the high watermark (for rows of partly valid ranges)."""
+        below = (i for i in self._exceptions if min_write_id <= i <= max_write_id)
+        above = range(max(min_write_id, self.high_watermark + 1), max_write_id + 1)
+        return tuple(sorted({*below, *above}))
 
 
 @dataclass(frozen=True)

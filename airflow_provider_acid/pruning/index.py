@@ -49,6 +49,7 @@ __all__ = [
     "read",
     "read_file_stats_table",
     "refresh",
+    "write_tables",
 ]
 
 log = logging.getLogger(__name__)
@@ -479,24 +480,45 @@ def refresh(
     if not changed:
         return RefreshResult(0, kept, 0, version, tuple(failed))
 
-    new_version = version + 1
+    new_version = _publish(fs, root, version + 1, new_segments)
+    _collect_garbage(fs, root, new_version, gc_grace_seconds)
+    return RefreshResult(len(added_stats), kept, removed, new_version, tuple(failed))
+
+
+def _publish(fs: Any, root: str, new_version: int, segments: list[dict]) -> int:
+    """Write the pointer of ``new_version`` (the commit point of a version) and return it."""
     doc = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
         "version": new_version,
         "created_at": dt.datetime.now(dt.timezone.utc).isoformat(),
-        "files": sum(int(s["files"]) for s in new_segments),
-        "segments": new_segments,
+        "files": sum(int(s["files"]) for s in segments),
+        "segments": segments,
     }
-    pointer = _pointer_path(root, new_version)
     try:
         fs.makedirs(f"{root}/_pointers", exist_ok=True)
     except Exception:
         pass
-    with fs.open(pointer, "wb") as f:
+    with fs.open(_pointer_path(root, new_version), "wb") as f:
         f.write(json.dumps(doc, indent=1, sort_keys=True).encode("utf-8"))
-    _collect_garbage(fs, root, new_version, gc_grace_seconds)
-    return RefreshResult(len(added_stats), kept, removed, new_version, tuple(failed))
+    return new_version
+
+
+def write_tables(
+    index_uri: str,
+    files: pa.Table,
+    columns: dict[str, pa.Table],
+    *,
+    storage_options: dict | None = None,
+) -> int:
+    """Publish a new index version holding exactly these tables (``FILES_SCHEMA`` rows and,
+    per column, ``RECORD_SCHEMA`` rows): for statistics gathered elsewhere, and benchmarks."""
+    fs, root = _fs(index_uri, storage_options)
+    version, _ = _load_pointer(fs, root)
+    segment = _write_segment(
+        fs, root, files.cast(FILES_SCHEMA), {c: t.cast(RECORD_SCHEMA) for c, t in columns.items()}
+    )
+    return _publish(fs, root, version + 1, [segment])
 
 
 def _collect_garbage(fs: Any, root: str, current: int, grace_seconds: float) -> None:
@@ -538,16 +560,17 @@ def _collect_garbage(fs: Any, root: str, current: int, grace_seconds: float) -> 
 def read(
     index_uri: str,
     columns: Iterable[str] | str,
-    files: Iterable[FileKey] | None = None,
+    files: Iterable[FileKey] | pa.Table | None = None,
     *,
     storage_options: dict | None = None,
 ) -> pa.Table:
     """One row per file: path, size, version, row_count and per column ``<col>__min``,
     ``<col>__max``, ``<col>__nulls``, ``<col>__values``, ``<col>__nans`` (null = unknown).
 
-    Only the queried columns' records are read. With ``files``, the result has exactly one
-    row per given key, in that order; a key not indexed with the same size and version
-    gets nulls everywhere (unknown, so pruning keeps it).
+    Only the queried columns' records are read. With ``files`` (FileKeys, or a table with
+    columns path, size, version), the result has exactly one row per given key, in that
+    order; a key not indexed with the same size and version gets nulls everywhere (unknown,
+    so pruning keeps it).
     """
     fs, root = _fs(index_uri, storage_options)
     wanted_cols = [columns] if isinstance(columns, str) else list(columns)
@@ -578,53 +601,61 @@ def read_file_stats_table(
     return _pivot(files, records, wanted_cols, None)
 
 
+def _positions_in(values: pa.Array, table: pa.Table) -> pa.Array:
+    """For each of ``values`` (paths), its row in ``table`` by path (null where absent).
+
+    Records are stored in the order of their segment's files, so the common case is a plain
+    alignment, checked cheaply instead of hashing every path again.
+    """
+    paths = _array(table.column("path"))
+    if len(paths) == len(values) and pc.all(pc.equal(paths, values)).as_py():
+        return pa.array(range(len(values)), pa.int64())
+    return pc.index_in(values, value_set=paths)
+
+
 def _pivot(
     indexed: pa.Table,
     records: dict[str, pa.Table],
     wanted_cols: list[str],
-    files: Iterable[FileKey] | None,
+    files: Iterable[FileKey] | pa.Table | None,
 ) -> pa.Table:
+    indexed_paths = _array(indexed.column("path"))
     if files is not None:
-        keys = list(files)
-        req = pa.Table.from_arrays(
-            [
-                pa.array([k.path for k in keys], pa.string()),
-                pa.array([k.size for k in keys], pa.int64()),
-                pa.array([k.version for k in keys], pa.string()),
-            ],
-            names=["path", "size", "version"],
-        )
-        if indexed.num_rows:
-            pos = pc.index_in(_tokens(req), value_set=_tokens(indexed))
-            row_count = pc.take(indexed.column("row_count"), pos)
+        if isinstance(files, pa.Table):  # columns path, size, version: no objects per file
+            paths = _array(files.column("path"))
+            sizes = _array(files.column("size")).cast(pa.int64())
+            versions = _array(files.column("version"))
         else:
-            row_count = pa.nulls(len(keys), pa.int64())
-        matched_paths = pc.if_else(
-            pc.is_valid(row_count), req.column("path"), pa.scalar(None, pa.string())
-        )
+            keys = list(files)
+            paths = pa.array([k.path for k in keys], pa.string())
+            sizes = pa.array([k.size for k in keys], pa.int64())
+            versions = pa.array([k.version for k in keys], pa.string())
+        if indexed.num_rows:
+            pos = pc.index_in(paths, value_set=indexed_paths)
+            same = pc.and_(
+                pc.equal(pc.take(indexed.column("size"), pos), sizes),
+                pc.equal(pc.fill_null(pc.take(indexed.column("version"), pos), ""), versions),
+            )
+            # a file indexed with another size or version is not indexed (unknown: kept)
+            pos = pc.if_else(pc.fill_null(same, False), pos, pa.scalar(None, pos.type))
+        else:
+            pos = pa.nulls(len(paths), pa.int32())
         out = {
-            "path": req.column("path"),
-            "size": req.column("size"),
-            "version": req.column("version"),
-            "row_count": row_count,
+            "path": paths,
+            "size": sizes,
+            "version": versions,
+            "row_count": pc.take(indexed.column("row_count"), pos),
         }
-        lookup = matched_paths
     else:
-        out = {
-            "path": indexed.column("path"),
-            "size": indexed.column("size"),
-            "version": indexed.column("version"),
-            "row_count": indexed.column("row_count"),
-        }
-        lookup = indexed.column("path")
-    lookup = lookup.combine_chunks() if isinstance(lookup, pa.ChunkedArray) else lookup
-    n = len(lookup)
+        pos = pa.array(range(indexed.num_rows), pa.int64())
+        out = {name: indexed.column(name) for name in ("path", "size", "version", "row_count")}
+    n = len(pos)
     for name in wanted_cols:
         recs = records.get(name.lower(), _empty(RECORD_SCHEMA))
-        if recs.num_rows:
-            pos = pc.index_in(lookup, value_set=recs.column("path"))
+        if recs.num_rows and indexed.num_rows:
+            rec_pos = pc.take(_positions_in(indexed_paths, recs), pos)
         else:
-            pos = pa.nulls(n, pa.int32())
+            rec_pos = pa.nulls(n, pa.int32())
         family = _choose_family(recs)
         if family is None:
             lo = hi = pa.nulls(n, pa.null())
@@ -632,15 +663,15 @@ def _pivot(
             suffix = _SUFFIX[family]
             same = pc.fill_null(pc.equal(recs.column("family"), family), False)
             lo_col, hi_col = recs.column(f"min_{suffix}"), recs.column(f"max_{suffix}")
-            lo = pc.take(pc.if_else(same, lo_col, pa.scalar(None, lo_col.type)), pos)
-            hi = pc.take(pc.if_else(same, hi_col, pa.scalar(None, hi_col.type)), pos)
+            lo = pc.take(pc.if_else(same, lo_col, pa.scalar(None, lo_col.type)), rec_pos)
+            hi = pc.take(pc.if_else(same, hi_col, pa.scalar(None, hi_col.type)), rec_pos)
             if family == "decimal":
                 lo, hi = _decimal_arrays(lo, hi)
         out[f"{name}__min"] = lo
         out[f"{name}__max"] = hi
-        out[f"{name}__nulls"] = pc.take(recs.column("null_count"), pos)
-        out[f"{name}__values"] = pc.take(recs.column("value_count"), pos)
-        out[f"{name}__nans"] = pc.take(recs.column("nan_count"), pos)
+        out[f"{name}__nulls"] = pc.take(recs.column("null_count"), rec_pos)
+        out[f"{name}__values"] = pc.take(recs.column("value_count"), rec_pos)
+        out[f"{name}__nans"] = pc.take(recs.column("nan_count"), rec_pos)
     return pa.Table.from_arrays([_array(v) for v in out.values()], names=list(out))
 
 

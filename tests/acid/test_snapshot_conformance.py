@@ -350,3 +350,8 @@ def test_two_compactions_of_one_range_are_read_once():
     assert (
         details["delta_0000001_0000002_v0000007"] == "duplicate of delta_0000001_0000002_v0000005"
     )
+
+
+def test_a_range_reaching_past_the_high_watermark_flags_the_writes_above_it():
+    snap = resolve([bucket("delta_0000001_0000003")], f"{T}:2:9223372036854775807::")
+    assert snap.partitions[0].deltas[0].invalid_write_ids == (3,)

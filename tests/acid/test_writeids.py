@@ -36,6 +36,7 @@ def test_write_id_list_fields_and_validity():
     assert ids.range_validity(10, 12) is RangeValidity.SOME
     assert ids.range_validity(11, 12) is RangeValidity.NONE
     assert ids.invalid_ids_in(1, 6) == (3, 5)
+    assert ids.invalid_ids_in(8, 12) == (9, 11, 12)  # open 9, and 11-12 above the watermark
     assert ids.is_range_aborted(5, 5) and not ids.is_range_aborted(5, 7)
 
 

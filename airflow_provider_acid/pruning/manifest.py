@@ -1,0 +1,569 @@
+"""Pruned slice manifests: which bucket slices of a snapshot can hold rows matching a predicate.
+
+The steps, as in Hudi's data skipping, with Iceberg's inclusive rules:
+
+1. Resolve the snapshot (the table model) and prune partitions on their values.
+2. Read the column-stats index for only the queried columns and only the snapshot's data
+   files (one row per file) and evaluate the predicate on it, vectorised; every null or
+   unknown statistic means "might match".
+3. Data files the index does not cover stay candidates.
+4. A slice (partition, bucket: originals, base, deltas, delete deltas) is kept when any of its
+   data files is a candidate: one set lookup per file. A kept slice is kept whole; with
+   ``granularity="file"`` its non-candidate base and delta files are dropped too (in Hive 3 an
+   update rewrites the whole row into a delta, so no row is split across files), while its
+   original files stay all or nothing (their synthetic row ids count the rows of the earlier
+   ones) and its delete deltas always travel with it.
+
+The manifest lists the kept slices with their files, the write-id list, the normalised predicate
+and the metrics; it is written as JSON, JSON lines (``.jsonl``) or Parquet (``.parquet``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from fsspec import AbstractFileSystem
+
+from ..acid.listing import resolve_filesystem
+from ..acid.schema import table_schema
+from ..acid.snapshot import BucketSlice, DataFile, FileRole, TableSnapshot, resolve_snapshot
+from .evaluator import might_match
+from .index import FileKey, refresh
+from .index import read as read_index
+from .predicates import (
+    AlwaysTrue,
+    Expr,
+    bind,
+    evaluate_rows,
+    parse_dnf_filters,
+    parse_sql_where,
+    referenced_columns,
+    to_sql,
+)
+
+FORMAT = "airflow-acid/slice-manifest"
+VERSION = 1
+GRANULARITIES = ("slice", "file")
+
+
+@dataclass(frozen=True)
+class PruningMetrics:
+    """What pruning skipped, and what each step cost."""
+
+    partitions_total: int
+    partitions_kept: int
+    slices_total: int
+    slices_kept: int
+    files_total: int
+    files_candidate: int
+    files_not_indexed: int
+    bytes_total: int
+    bytes_kept: int
+    index_read_seconds: float = 0.0
+    evaluate_seconds: float = 0.0
+    manifest_seconds: float = 0.0
+
+    @property
+    def skipping_ratio(self) -> float:
+        """Share of the snapshot's data files that cannot hold a matching row (Hudi's ratio)."""
+        if not self.files_total:
+            return 0.0
+        return 1.0 - self.files_candidate / self.files_total
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "partitions_total": self.partitions_total,
+            "partitions_kept": self.partitions_kept,
+            "slices_total": self.slices_total,
+            "slices_kept": self.slices_kept,
+            "files_total": self.files_total,
+            "files_candidate": self.files_candidate,
+            "files_not_indexed": self.files_not_indexed,
+            "bytes_total": self.bytes_total,
+            "bytes_kept": self.bytes_kept,
+            "skipping_ratio": round(self.skipping_ratio, 6),
+            "index_read_seconds": round(self.index_read_seconds, 6),
+            "evaluate_seconds": round(self.evaluate_seconds, 6),
+            "manifest_seconds": round(self.manifest_seconds, 6),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PruningMetrics:
+        names = [f for f in cls.__dataclass_fields__]
+        return cls(**{k: data[k] for k in names if k in data})
+
+
+@dataclass(frozen=True)
+class ManifestFile:
+    """One file of a kept slice, relative to the table root."""
+
+    path: str
+    size: int
+    role: str
+    candidate: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "size": self.size,
+            "role": self.role,
+            "candidate": self.candidate,
+        }
+
+
+@dataclass(frozen=True)
+class KeptSlice:
+    """A slice that may hold matching rows; ``key`` is the table model's slice key."""
+
+    key: str
+    partition: str
+    partition_values: dict[str, str | None]
+    bucket: int
+    files: tuple[ManifestFile, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for f in self.files)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "partition": self.partition,
+            "partition_values": self.partition_values,
+            "bucket": self.bucket,
+            "files": [f.to_dict() for f in self.files],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> KeptSlice:
+        return cls(
+            key=data["key"],
+            partition=data["partition"],
+            partition_values=dict(data["partition_values"]),
+            bucket=int(data["bucket"]),
+            files=tuple(ManifestFile(**f) for f in data["files"]),
+        )
+
+
+@dataclass(frozen=True)
+class SliceManifest:
+    """The kept slices of one snapshot for one predicate."""
+
+    table: str
+    write_ids: str | None
+    txns: str | None
+    predicate: str
+    granularity: str
+    index_uri: str | None
+    slices: tuple[KeptSlice, ...]
+    metrics: PruningMetrics
+    created_at: str = field(
+        default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    )
+
+    @property
+    def slice_keys(self) -> list[str]:
+        return [s.key for s in self.slices]
+
+    def header(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "table": self.table,
+            "write_ids": self.write_ids,
+            "txns": self.txns,
+            "predicate": self.predicate,
+            "granularity": self.granularity,
+            "index_uri": self.index_uri,
+            "created_at": self.created_at,
+            "metrics": self.metrics.to_dict(),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.header(), "slices": [s.to_dict() for s in self.slices]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SliceManifest:
+        if data.get("format") != FORMAT:
+            raise ValueError(f"not a slice manifest (format {data.get('format')!r})")
+        return cls(
+            table=data["table"],
+            write_ids=data["write_ids"],
+            txns=data.get("txns"),
+            predicate=data["predicate"],
+            granularity=data["granularity"],
+            index_uri=data.get("index_uri"),
+            slices=tuple(KeptSlice.from_dict(s) for s in data["slices"]),
+            metrics=PruningMetrics.from_dict(data["metrics"]),
+            created_at=data["created_at"],
+        )
+
+
+# -- predicates ------------------------------------------------------------------------------
+
+
+def parse_predicate(where: str | Sequence[Any] | Expr | None) -> Expr:
+    """A SQL ``WHERE`` fragment, a pyarrow-style DNF filter list, an expression, or None."""
+    if where is None or (isinstance(where, str) and not where.strip()):
+        return AlwaysTrue()
+    if isinstance(where, str):
+        return parse_sql_where(where)
+    if isinstance(where, (list, tuple)):
+        return parse_dnf_filters(where)
+    return where
+
+
+# -- the steps -------------------------------------------------------------------------------
+
+
+def _partition_stats(
+    typed: pa.Array, name: str, row_counts: pa.Array | None
+) -> dict[str, pa.Array]:
+    """Statistics of a partition column: every row of a file holds its folder's value.
+
+    Without row counts (the partition-level table) each partition counts as one row.
+    """
+    counts = row_counts if row_counts is not None else pa.array([1] * len(typed), pa.int64())
+    return {
+        f"{name}__min": typed,
+        f"{name}__max": typed,
+        f"{name}__nulls": pc.if_else(pc.is_null(typed), counts, pa.scalar(0, pa.int64())),
+        f"{name}__values": counts,
+        f"{name}__nans": pa.nulls(len(typed), pa.int64()),
+    }
+
+
+def _partition_arrays(
+    partitions: Sequence[Any], schema: pa.Schema, keys: Sequence[str]
+) -> dict[str, pa.Array]:
+    """Each partition column's values, one per partition, typed as the schema says."""
+    return {
+        key: pc.cast(
+            pa.array([p.partition.as_dict().get(key) for p in partitions], pa.string()),
+            schema.field(key).type,
+        )
+        for key in keys
+    }
+
+
+def _with_partition_columns(
+    table: pa.Table, values: Mapping[str, pa.Array], row_counts: pa.Array | None
+) -> pa.Table:
+    """``table`` plus the statistics of the partition columns, one row per file or partition."""
+    for key, typed in values.items():
+        for name, array in _partition_stats(typed, key, row_counts).items():
+            table = table.append_column(name, array)
+    return table
+
+
+def _relative(root: str, path: str) -> str:
+    prefix = root.rstrip("/") + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else path
+
+
+def _kept_files(
+    s: BucketSlice, candidates: set[str], granularity: str, root: str
+) -> tuple[ManifestFile, ...]:
+    def entry(f: DataFile) -> ManifestFile:
+        return ManifestFile(
+            _relative(root, f.path),
+            f.file.size,
+            f.role.value,
+            f.path in candidates or f.role is FileRole.DELETE_DELTA,
+        )
+
+    if granularity == "slice":
+        return tuple(entry(f) for f in s.files)
+    originals = s.original_files if any(f.path in candidates for f in s.original_files) else ()
+    others = tuple(f for f in s.base_files + s.delta_files if f.path in candidates)
+    return tuple(entry(f) for f in originals + others + s.delete_delta_files)
+
+
+def file_key(data_file: DataFile) -> FileKey:
+    """The index key of a snapshot file (path, size, and its version on storage)."""
+    return FileKey(data_file.path, data_file.file.size, data_file.file.version or "")
+
+
+def build_manifest(
+    snapshot: TableSnapshot,
+    expr: Expr,
+    schema: pa.Schema,
+    index_uri: str | None = None,
+    *,
+    granularity: str = "slice",
+    index_storage_options: dict[str, Any] | None = None,
+) -> SliceManifest:
+    """Steps 1 to 4 for a resolved snapshot and a predicate already bound to ``schema``."""
+    if granularity not in GRANULARITIES:
+        raise ValueError(f"granularity must be one of {GRANULARITIES}, got {granularity!r}")
+    started = time.perf_counter()
+    keys = list(snapshot.partition_keys())
+    columns = [c for c in referenced_columns(expr) if c.lower() not in {k.lower() for k in keys}]
+
+    # 1. partitions, on their values alone (data columns unknown)
+    parts = snapshot.partitions
+    part_values = _partition_arrays(parts, schema, keys)
+    part_table = pa.table({"row_count": pa.nulls(len(parts), pa.int64())})
+    part_table = _with_partition_columns(part_table, part_values, None)
+    part_kept = might_match(expr, part_table, schema).to_pylist() if parts else []
+    kept_index = [i for i, keep in enumerate(part_kept) if keep]
+    kept_parts = [parts[i] for i in kept_index]
+
+    # 2. the index, for the queried columns and the kept partitions' data files only
+    files = [f for p in kept_parts for s in p.slices for f in s.data_files]
+    paths = pa.array([f.file.path for f in files], pa.string())
+    file_partition = pa.array(
+        [i for i in kept_index for s in parts[i].slices for _ in s.data_files], pa.int64()
+    )
+    index_started = time.perf_counter()
+    if index_uri and files and columns:
+        keys_table = pa.table(
+            {
+                "path": paths,
+                "size": pa.array([f.file.size for f in files], pa.int64()),
+                "version": pa.array([f.file.version or "" for f in files], pa.string()),
+            }
+        )
+        stats = read_index(index_uri, columns, keys_table, storage_options=index_storage_options)
+    else:
+        stats = pa.table({"path": paths, "row_count": pa.nulls(len(files), pa.int64())})
+    index_seconds = time.perf_counter() - index_started
+    evaluate_started = time.perf_counter()
+    row_counts = stats.column("row_count").combine_chunks()
+    file_values = {k: pc.take(v, file_partition) for k, v in part_values.items()}
+    stats = _with_partition_columns(stats, file_values, row_counts)
+    mask = might_match(expr, stats, schema) if files else pa.array([], pa.bool_())
+    evaluate_seconds = time.perf_counter() - evaluate_started
+
+    # 3. files the index does not cover are candidates (their stats are all null)
+    if not columns:
+        not_indexed = 0  # nothing to look up: the index plays no part
+    elif index_uri:
+        not_indexed = stats.column("row_count").null_count
+    else:
+        not_indexed = len(files)
+    candidates = set(pc.filter(paths, mask).to_pylist())
+
+    # 4. slices: kept when any data file is a candidate (a set lookup per file)
+    kept: list[KeptSlice] = []
+    for part in kept_parts:
+        for s in part.slices:
+            if any(f.path in candidates for f in s.data_files):
+                kept.append(
+                    KeptSlice(
+                        s.key,
+                        part.partition.path,
+                        part.partition.as_dict(),
+                        s.bucket_id,
+                        _kept_files(s, candidates, granularity, snapshot.root),
+                    )
+                )
+    all_data = [f for s in snapshot.slices for f in s.data_files]
+    metrics = PruningMetrics(
+        partitions_total=len(parts),
+        partitions_kept=len({k.partition for k in kept}),
+        slices_total=len(snapshot.slices),
+        slices_kept=len(kept),
+        files_total=len(all_data),
+        files_candidate=len(candidates),
+        files_not_indexed=not_indexed,
+        bytes_total=sum(s.size for s in snapshot.slices),
+        bytes_kept=sum(k.size for k in kept),
+        index_read_seconds=index_seconds,
+        evaluate_seconds=evaluate_seconds,
+        manifest_seconds=time.perf_counter() - started,
+    )
+    return SliceManifest(
+        table=snapshot.root,
+        write_ids=None if snapshot.write_ids.is_all_committed else str(snapshot.write_ids),
+        txns=str(snapshot.txns) if snapshot.txns else None,
+        predicate=to_sql(expr),
+        granularity=granularity,
+        index_uri=index_uri,
+        slices=tuple(kept),
+        metrics=metrics,
+    )
+
+
+def default_index_uri(out_uri: str) -> str:
+    """The index's default home: under the output root, never inside the Hive table."""
+    return out_uri.rstrip("/") + "/_index"
+
+
+def refresh_index(
+    snapshot: TableSnapshot,
+    fs: AbstractFileSystem,
+    index_uri: str,
+    *,
+    index_storage_options: dict[str, Any] | None = None,
+):
+    """Bring the index in line with the snapshot's data files (delete deltas carry no data)."""
+    if _inside(index_uri, snapshot.root):
+        raise ValueError(f"index location {index_uri} is inside the Hive table {snapshot.root}")
+    keys = [file_key(f) for s in snapshot.slices for f in s.data_files]
+    return refresh(index_uri, keys, fs, storage_options=index_storage_options)
+
+
+def _inside(uri: str, root: str) -> bool:
+    path = uri.split("://", 1)[-1].rstrip("/") + "/"
+    return path.startswith(root.split("://", 1)[-1].rstrip("/") + "/")
+
+
+def compute_manifest(
+    table_uri: str,
+    where: str | Sequence[Any] | Expr | None = None,
+    *,
+    index_uri: str | None = None,
+    write_ids: Any = None,
+    txns: Any = None,
+    refresh: bool = False,
+    granularity: str = "slice",
+    schema: Any = None,
+    partition_types: Mapping[str, str] | None = None,
+    storage_options: dict[str, Any] | None = None,
+    index_storage_options: dict[str, Any] | None = None,
+) -> SliceManifest:
+    """Resolve, (optionally) refresh the index, and build the manifest: the one library call
+    behind ``airflow-acid manifest`` and ``AcidSliceManifestOperator``."""
+    fs, root = resolve_filesystem(table_uri, storage_options=storage_options)
+    snapshot = resolve_snapshot(root, write_ids, txns, filesystem=fs)
+    expr = parse_predicate(where)
+    bound_schema = table_schema(snapshot, fs, schema, partition_types)
+    bound = bind(expr, bound_schema)
+    if refresh and index_uri:
+        refresh_index(snapshot, fs, index_uri, index_storage_options=index_storage_options)
+    return build_manifest(
+        snapshot,
+        bound,
+        bound_schema,
+        index_uri,
+        granularity=granularity,
+        index_storage_options=index_storage_options,
+    )
+
+
+def compact_manifest(
+    manifest: SliceManifest | str,
+    out_uri: str,
+    *,
+    schema: Any = None,
+    storage_options: dict[str, Any] | None = None,
+    out_storage_options: dict[str, Any] | None = None,
+    options: Any = None,
+) -> Any:
+    """Compact what a manifest kept: only its slices, and only the rows its predicate matches.
+
+    ``manifest`` is a :class:`SliceManifest` or the URI of one. Returns the committed
+    snapshot (:class:`~airflow_provider_acid.acid.commit.SnapshotResult`).
+    """
+    from ..acid.compaction import CompactionOptions, compact_table
+    from ..acid.listing import resolve_filesystem as out_filesystem
+
+    if isinstance(manifest, str):
+        manifest = read_manifest(manifest, storage_options)
+    options = options or CompactionOptions()
+    fs, root = resolve_filesystem(manifest.table, storage_options=storage_options)
+    snapshot = resolve_snapshot(root, manifest.write_ids, manifest.txns, filesystem=fs)
+    bound_schema = table_schema(snapshot, fs, schema or options.schema, options.partition_types)
+    expr = bind(parse_predicate(manifest.predicate), bound_schema)
+    filtered = not isinstance(expr, AlwaysTrue)
+    out_fs, _ = out_filesystem(out_uri, storage_options=out_storage_options)
+    return compact_table(
+        root,
+        out_uri,
+        write_ids=manifest.write_ids,
+        txns=manifest.txns,
+        slice_keys=manifest.slice_keys,
+        row_filter=(lambda table: evaluate_rows(expr, table)) if filtered else None,
+        row_filter_key=manifest.predicate if filtered else None,
+        filesystem=fs,
+        out_filesystem=out_fs,
+        options=options,
+    )
+
+
+# -- storage ---------------------------------------------------------------------------------
+
+
+def write_manifest(
+    manifest: SliceManifest, uri: str, storage_options: dict[str, Any] | None = None
+) -> str:
+    """Write as JSON, JSON lines (``.jsonl``: header line, then a slice a line) or Parquet
+    (``.parquet``: a row per file, the header in the schema metadata). Returns the path."""
+    fs, path = resolve_filesystem(uri, storage_options=storage_options)
+    parent = path.rsplit("/", 1)[0]
+    if parent:
+        fs.makedirs(parent, exist_ok=True)
+    if path.endswith(".parquet"):
+        rows = [
+            {"slice": s.key, "partition": s.partition, "bucket": s.bucket, **f.to_dict()}
+            for s in manifest.slices
+            for f in s.files
+        ]
+        table = pa.Table.from_pylist(rows, schema=_PARQUET_SCHEMA).replace_schema_metadata(
+            {
+                "airflow_acid_manifest": json.dumps(
+                    {
+                        **manifest.header(),
+                        "slices": [
+                            {k: v for k, v in s.to_dict().items() if k != "files"}
+                            for s in manifest.slices
+                        ],
+                    }
+                )
+            }
+        )
+        with fs.open(path, "wb") as handle:
+            pq.write_table(table, handle, compression="zstd")
+    elif path.endswith(".jsonl"):
+        with fs.open(path, "w") as handle:
+            handle.write(json.dumps(manifest.header()) + "\n")
+            for s in manifest.slices:
+                handle.write(json.dumps(s.to_dict()) + "\n")
+    else:
+        with fs.open(path, "w") as handle:
+            json.dump(manifest.to_dict(), handle, indent=1)
+    return path
+
+
+_PARQUET_SCHEMA = pa.schema(
+    [
+        ("slice", pa.string()),
+        ("partition", pa.string()),
+        ("bucket", pa.int32()),
+        ("path", pa.string()),
+        ("size", pa.int64()),
+        ("role", pa.string()),
+        ("candidate", pa.bool_()),
+    ]
+)
+
+
+def read_manifest(uri: str, storage_options: dict[str, Any] | None = None) -> SliceManifest:
+    """Read a manifest written by :func:`write_manifest`, in any of its three forms."""
+    fs, path = resolve_filesystem(uri, storage_options=storage_options)
+    if path.endswith(".parquet"):
+        with fs.open(path, "rb") as handle:
+            table = pq.read_table(handle)
+        data = json.loads(table.schema.metadata[b"airflow_acid_manifest"])
+        files: dict[str, list[dict[str, Any]]] = {}
+        for row in table.to_pylist():
+            files.setdefault(row["slice"], []).append(
+                {k: row[k] for k in ("path", "size", "role", "candidate")}
+            )
+        for s in data["slices"]:
+            s["files"] = files.get(s["key"], [])
+        return SliceManifest.from_dict(data)
+    with fs.open(path, "r") as handle:
+        if path.endswith(".jsonl"):
+            lines = [json.loads(line) for line in handle if line.strip()]
+            return SliceManifest.from_dict({**lines[0], "slices": lines[1:]})
+        return SliceManifest.from_dict(json.load(handle))
