@@ -98,7 +98,7 @@ def _compact(args: argparse.Namespace) -> int:
         max_workers=args.workers,
     )
     if args.manifest:
-        from .pruning.manifest import compact_manifest
+        from .pruning.snapshots import compact_manifest
 
         if args.table_uri or args.valid_write_ids or args.partition or args.bucket:
             raise ValueError(

@@ -223,6 +223,8 @@ class SnapshotPlan:
     slices: tuple[PlannedSlice, ...]
     previous_snapshot_id: str | None = None
     created_at: str = field(default_factory=_now)
+    #: the highest write id among the source folders the table snapshot read
+    max_write_id: int = 0
 
     @property
     def slice_keys(self) -> tuple[str, ...]:
@@ -256,6 +258,7 @@ class SnapshotPlan:
             "slices": [s.to_dict() for s in self.slices],
             "previous_snapshot_id": self.previous_snapshot_id,
             "created_at": self.created_at,
+            "max_write_id": self.max_write_id,
         }
 
     @classmethod
@@ -271,6 +274,7 @@ class SnapshotPlan:
             slices=tuple(PlannedSlice.from_dict(s) for s in data["slices"]),
             previous_snapshot_id=data.get("previous_snapshot_id"),
             created_at=data["created_at"],
+            max_write_id=int(data.get("max_write_id", 0)),
         )
 
 
@@ -294,6 +298,8 @@ class SnapshotResult:
     buckets: tuple[BucketResult, ...]
     previous_snapshot_id: str | None = None
     newly_committed: bool = True
+    #: the highest write id among the source folders (the watermark for the next run)
+    max_write_id: int = 0
 
     @property
     def files(self) -> tuple[OutputFile, ...]:
@@ -334,6 +340,7 @@ class SnapshotResult:
                 "write_ids": self.write_ids,
                 "txns": self.txns,
                 "insert_only": self.insert_only,
+                "max_write_id": self.max_write_id,
             },
             "settings": dict(self.settings),
             "files": [{**f.to_dict(), "slice": b.slice_key} for b in self.buckets for f in b.files],
@@ -362,6 +369,7 @@ class SnapshotResult:
             write_ids=source["write_ids"],
             txns=source["txns"],
             insert_only=bool(source["insert_only"]),
+            max_write_id=int(source.get("max_write_id", 0)),
             settings=data["settings"],
             buckets=tuple(
                 BucketResult.from_dict({**s, "snapshot_id": sid}) for s in data["slices"]
@@ -646,6 +654,7 @@ def commit_snapshot(
         buckets=tuple(results),
         previous_snapshot_id=earlier[-1].snapshot_id if earlier else None,
         newly_committed=True,
+        max_write_id=plan.max_write_id,
     )
     manifest = json.dumps(result.to_dict(), indent=1, sort_keys=True).encode()
     _put(fs, manifest_path, manifest)  # the commit point
@@ -653,6 +662,35 @@ def commit_snapshot(
     pointer = {"snapshot_id": snapshot_id, "manifest": posixpath.relpath(manifest_path, root)}
     _put(fs, posixpath.join(root, SUCCESS_FILE), json.dumps(pointer).encode())
     return result
+
+
+def last_committed_write_id(
+    out_uri: str,
+    *,
+    committed_before: dt.datetime | str | None = None,
+    out_filesystem: AbstractFileSystem | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> int:
+    """The highest source write id of the latest snapshot committed under ``out_uri`` (0 when
+    there is none): the watermark above which new deltas mean a new snapshot is due.
+
+    With ``committed_before`` (a datetime or ISO text), only snapshots committed earlier
+    count: a re-run of a scheduled interval then waits for the same deltas as the first run.
+    """
+    fs, root = resolve_filesystem(out_uri, out_filesystem, storage_options)
+    snapshots = committed_snapshots(fs, root)
+    if committed_before is not None:
+        limit = _as_utc(committed_before)
+        snapshots = [s for s in snapshots if _as_utc(s.committed_at) < limit]
+    return snapshots[-1].max_write_id if snapshots else 0
+
+
+def _as_utc(value: dt.datetime | str) -> dt.datetime:
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.timezone.utc)
+    return value.astimezone(dt.timezone.utc)
 
 
 def reuse_candidates(

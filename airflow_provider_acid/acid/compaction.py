@@ -432,6 +432,9 @@ def plan_for(
         settings=settings,
         slices=tuple(planned),
         previous_snapshot_id=previous,
+        max_write_id=max(
+            (f.folder.max_write_id for f in snapshot.files if f.folder is not None), default=0
+        ),
     )
     write_plan(out_fs, plan)
     return plan

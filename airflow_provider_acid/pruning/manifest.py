@@ -42,7 +42,6 @@ from .predicates import (
     AlwaysTrue,
     Expr,
     bind,
-    evaluate_rows,
     parse_dnf_filters,
     parse_sql_where,
     referenced_columns,
@@ -447,46 +446,6 @@ def compute_manifest(
         index_uri,
         granularity=granularity,
         index_storage_options=index_storage_options,
-    )
-
-
-def compact_manifest(
-    manifest: SliceManifest | str,
-    out_uri: str,
-    *,
-    schema: Any = None,
-    storage_options: dict[str, Any] | None = None,
-    out_storage_options: dict[str, Any] | None = None,
-    options: Any = None,
-) -> Any:
-    """Compact what a manifest kept: only its slices, and only the rows its predicate matches.
-
-    ``manifest`` is a :class:`SliceManifest` or the URI of one. Returns the committed
-    snapshot (:class:`~airflow_provider_acid.acid.commit.SnapshotResult`).
-    """
-    from ..acid.compaction import CompactionOptions, compact_table
-    from ..acid.listing import resolve_filesystem as out_filesystem
-
-    if isinstance(manifest, str):
-        manifest = read_manifest(manifest, storage_options)
-    options = options or CompactionOptions()
-    fs, root = resolve_filesystem(manifest.table, storage_options=storage_options)
-    snapshot = resolve_snapshot(root, manifest.write_ids, manifest.txns, filesystem=fs)
-    bound_schema = table_schema(snapshot, fs, schema or options.schema, options.partition_types)
-    expr = bind(parse_predicate(manifest.predicate), bound_schema)
-    filtered = not isinstance(expr, AlwaysTrue)
-    out_fs, _ = out_filesystem(out_uri, storage_options=out_storage_options)
-    return compact_table(
-        root,
-        out_uri,
-        write_ids=manifest.write_ids,
-        txns=manifest.txns,
-        slice_keys=manifest.slice_keys,
-        row_filter=(lambda table: evaluate_rows(expr, table)) if filtered else None,
-        row_filter_key=manifest.predicate if filtered else None,
-        filesystem=fs,
-        out_filesystem=out_fs,
-        options=options,
     )
 
 

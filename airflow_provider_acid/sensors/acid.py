@@ -19,23 +19,28 @@ class AcidDeltaSensor(BaseSensorOperator):
 
     The watermark is ``above_write_id`` when given, else the highest write id of the last
     snapshot committed under ``snapshot_uri``, else 0 (any delta). Returns, as its XCom,
-    ``{"table_uri", "watermark", "max_write_id", "folders": [{partition, folder, kind,
-    min_write_id, max_write_id}, ...]}``.
+    ``{"table_uri", "waited_in" ("worker" or "triggerer"), "watermark", "max_write_id",
+    "folders": [{partition, folder, kind, min_write_id, max_write_id}, ...]}``.
 
     :param table_uri: table location (path, fsspec URL, or relative to the connection prefix).
     :param above_write_id: the watermark; templated, so ``"{{ params.since }}"`` works.
     :param snapshot_uri: output location whose last committed snapshot gives the watermark.
+    :param snapshot_committed_before: only snapshots committed before this time count
+        (templated; ``"{{ data_interval_end }}"`` makes re-runs of an interval repeatable).
     :param kinds: ``"delta"``, ``"delete_delta"`` or both.
     :param partitions: only these partition paths (``k=v[/k2=v2]``).
     :param acid_conn_id: the ``acid`` connection for storage credentials.
     :param deferrable: wait in the triggerer instead of a worker slot.
     :param poll_interval: seconds between looks (also the sensor's ``poke_interval``).
+    :param poke_before_defer: deferrable only: look once on the worker first and return at
+        once when folders are there (False: hand over to the triggerer straight away).
     """
 
     template_fields: Sequence[str] = (
         "table_uri",
         "above_write_id",
         "snapshot_uri",
+        "snapshot_committed_before",
         "partitions",
         "acid_conn_id",
     )
@@ -47,11 +52,13 @@ class AcidDeltaSensor(BaseSensorOperator):
         table_uri: str,
         above_write_id: int | str | None = None,
         snapshot_uri: str | None = None,
+        snapshot_committed_before: str | None = None,
         kinds: Sequence[str] = ("delta", "delete_delta"),
         partitions: Sequence[str] | None = None,
         acid_conn_id: str | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poll_interval: float = 60.0,
+        poke_before_defer: bool = True,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("poke_interval", poll_interval)
@@ -60,11 +67,13 @@ class AcidDeltaSensor(BaseSensorOperator):
         self.table_uri = table_uri
         self.above_write_id = above_write_id
         self.snapshot_uri = snapshot_uri
+        self.snapshot_committed_before = snapshot_committed_before
         self.kinds = list(kinds)
         self.partitions = list(partitions) if partitions is not None else None
         self.acid_conn_id = acid_conn_id
         self.deferrable = deferrable
         self.poll_interval = poll_interval
+        self.poke_before_defer = poke_before_defer
 
     def _watermark(self) -> int:
         if self.above_write_id not in (None, ""):
@@ -79,13 +88,18 @@ class AcidDeltaSensor(BaseSensorOperator):
 
             hook = AcidHook(self.acid_conn_id)
             return last_committed_write_id(
-                hook.resolve_uri(self.snapshot_uri), storage_options=hook.storage_options
-            )
+                hook.resolve_uri(self.snapshot_uri),
+                committed_before=self.snapshot_committed_before or None,
+                storage_options=hook.storage_options,
+            )  # 0 when nothing is committed yet: any delta counts
         return 0
 
-    def _result(self, watermark: int, folders: list[dict[str, Any]]) -> dict[str, Any]:
+    def _result(
+        self, watermark: int, folders: list[dict[str, Any]], waited_in: str = "worker"
+    ) -> dict[str, Any]:
         return {
             "table_uri": self.table_uri,
+            "waited_in": waited_in,
             "watermark": watermark,
             "max_write_id": max((f["max_write_id"] for f in folders), default=watermark),
             "folders": folders,
@@ -111,10 +125,13 @@ class AcidDeltaSensor(BaseSensorOperator):
     def execute(self, context: Any) -> Any:
         if not self.deferrable:
             return super().execute(context)
-        done = self.poke(context)
-        if done:
-            return done.xcom_value
-        watermark = done.xcom_value["watermark"]
+        if self.poke_before_defer:
+            done = self.poke(context)
+            if done:
+                return done.xcom_value
+            watermark = done.xcom_value["watermark"]
+        else:
+            watermark = self._watermark()
         hook = AcidHook(self.acid_conn_id)
         self.defer(
             trigger=AcidDeltaTrigger(
@@ -137,4 +154,4 @@ class AcidDeltaSensor(BaseSensorOperator):
         if not event or event.get("status") != "success":
             message = (event or {}).get("message", "the trigger sent no event")
             raise AirflowException(f"AcidDeltaSensor on {self.table_uri}: {message}")
-        return self._result(watermark, event["folders"])
+        return self._result(watermark, event["folders"], waited_in="triggerer")

@@ -126,6 +126,7 @@ def test_execute_complete_on_success_and_error_events(table):
     result = sensor.execute_complete({}, {"status": "success", "folders": folders}, watermark=3)
     assert result == {
         "table_uri": str(table),
+        "waited_in": "triggerer",
         "watermark": 3,
         "max_write_id": 7,
         "folders": folders,

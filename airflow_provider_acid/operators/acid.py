@@ -1,0 +1,441 @@
+"""Operators: slice manifests, snapshot planning, per-slice compaction, commit, metrics.
+
+Each operator parses its arguments, calls one library function and publishes what it
+returns (XCom, Airflow metrics, asset events). Storage credentials come from an ``acid``
+connection through :class:`~airflow_provider_acid.hooks.acid.AcidHook` and never reach XCom.
+
+A scheduled snapshot maps compaction over the manifest's slices::
+
+    manifest = AcidSliceManifestOperator(task_id="manifest", table_uri=..., output_uri=...,
+                                         where="amount > 100")
+    plan = AcidPlanSnapshotOperator(task_id="plan", manifest=manifest.output,
+                                    output_uri=...)
+    parts = AcidCompactOperator.partial(task_id="compact", output_uri=...,
+                                        snapshot_id=plan.output["snapshot_id"]
+                                        ).expand(slice_key=plan.output)
+    commit = AcidCommitSnapshotOperator(task_id="commit", output_uri=...,
+                                        snapshot_id=plan.output["snapshot_id"],
+                                        bucket_results=parts.output, outlets=[asset])
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.observability.stats import Stats
+
+from ..acid.commit import BucketResult, commit_snapshot
+from ..acid.compaction import CompactionOptions, compact_table
+from ..hooks.acid import AcidHook
+from ..pruning.manifest import compute_manifest, default_index_uri, write_manifest
+from ..pruning.metrics import (
+    format_record,
+    metrics_record,
+    snapshot_summary,
+    write_metrics_record,
+)
+from ..pruning.snapshots import compact_manifest, compact_planned_slice, plan_from_manifest
+
+METRIC_PREFIX = "acid"
+
+
+def _options(partition_types: Mapping[str, str] | None, **kwargs: Any) -> CompactionOptions:
+    return CompactionOptions(partition_types=dict(partition_types or {}) or None, **kwargs)
+
+
+def _none_if_blank(value: Any) -> Any:
+    return None if isinstance(value, str) and not value.strip() else value
+
+
+def _manifest_uri(output_uri: str, run_id: str | None) -> str:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in (run_id or "manual"))
+    return posixpath.join(output_uri.rstrip("/"), "_manifests", f"{safe}.json")
+
+
+class AcidSliceManifestOperator(BaseOperator):
+    """Writes the pruned slice manifest of a predicate and returns a small summary.
+
+    The summary (XCom) is ``{"manifest_uri", "table_uri", "predicate", "write_ids",
+    "slice_keys", "metrics"}``; ``slice_keys`` is a list usable by ``.expand``.
+
+    :param table_uri: the Hive ACID table (path, fsspec URL, or relative to the connection).
+    :param output_uri: the output root: the index defaults to ``OUT/_index`` and the manifest
+        to ``OUT/_manifests/<run_id>.json``.
+    :param where: SQL ``WHERE`` fragment or DNF filter list; empty keeps every slice.
+    :param valid_write_ids: Hive write-id list the snapshot is read with (empty: all committed).
+    :param index_uri: column-stats index location; ``refresh_index`` updates it first.
+    :param granularity: ``"slice"`` or ``"file"``.
+    """
+
+    template_fields: Sequence[str] = (
+        "table_uri",
+        "output_uri",
+        "where",
+        "valid_write_ids",
+        "valid_txns",
+        "index_uri",
+        "manifest_uri",
+        "acid_conn_id",
+    )
+    template_fields_renderers = {"where": "sql"}
+    ui_color = "#e8f6f3"
+
+    def __init__(
+        self,
+        *,
+        table_uri: str,
+        output_uri: str,
+        where: str | list | None = None,
+        valid_write_ids: str | None = None,
+        valid_txns: str | None = None,
+        index_uri: str | None = None,
+        refresh_index: bool = True,
+        manifest_uri: str | None = None,
+        granularity: str = "slice",
+        partition_types: Mapping[str, str] | None = None,
+        acid_conn_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.table_uri = table_uri
+        self.output_uri = output_uri
+        self.where = where
+        self.valid_write_ids = valid_write_ids
+        self.valid_txns = valid_txns
+        self.index_uri = index_uri
+        self.refresh_index = refresh_index
+        self.manifest_uri = manifest_uri
+        self.granularity = granularity
+        self.partition_types = partition_types
+        self.acid_conn_id = acid_conn_id
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        hook = AcidHook(self.acid_conn_id)
+        output_uri = hook.resolve_uri(self.output_uri)
+        index_uri = (
+            hook.resolve_uri(self.index_uri) if self.index_uri else (default_index_uri(output_uri))
+        )
+        manifest = compute_manifest(
+            hook.resolve_uri(self.table_uri),
+            _none_if_blank(self.where),
+            index_uri=index_uri,
+            write_ids=_none_if_blank(self.valid_write_ids),
+            txns=_none_if_blank(self.valid_txns),
+            refresh=self.refresh_index,
+            granularity=self.granularity,
+            partition_types=self.partition_types,
+            storage_options=hook.storage_options,
+            index_storage_options=hook.storage_options,
+        )
+        uri = self.manifest_uri or _manifest_uri(output_uri, context.get("run_id"))
+        path = write_manifest(manifest, hook.resolve_uri(uri), hook.storage_options)
+        metrics = manifest.metrics.to_dict()
+        self.log.info(
+            "Manifest %s: %d of %d slices kept (skipping ratio %.1f%%) for %s",
+            path,
+            metrics["slices_kept"],
+            metrics["slices_total"],
+            100 * metrics["skipping_ratio"],
+            manifest.predicate,
+        )
+        return {
+            "manifest_uri": uri,
+            "table_uri": manifest.table,
+            "predicate": manifest.predicate,
+            "write_ids": manifest.write_ids,
+            "slice_keys": manifest.slice_keys,
+            "metrics": metrics,
+        }
+
+
+class AcidPlanSnapshotOperator(BaseOperator):
+    """Plans the snapshot of a manifest's kept slices: fixes its id and output schema.
+
+    Returns the list of slice keys to compute, to map :class:`AcidCompactOperator` over
+    (``.expand(slice_key=plan.output)``; Airflow maps only over return values). Slices
+    unchanged since the last committed snapshot are reused, not recomputed. The snapshot id
+    is pushed as XCom ``snapshot_id`` (``plan.output["snapshot_id"]``), and the reused slice
+    keys as ``reused_slice_keys``.
+
+    :param manifest: the manifest operator's summary (its ``.output``) or a manifest URI.
+    """
+
+    template_fields: Sequence[str] = ("manifest", "output_uri", "acid_conn_id")
+
+    def __init__(
+        self,
+        *,
+        manifest: Any,
+        output_uri: str,
+        partition_types: Mapping[str, str] | None = None,
+        target_file_size: int = 256 * 1024**2,
+        include_identity: bool = False,
+        acid_conn_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.manifest = manifest
+        self.output_uri = output_uri
+        self.partition_types = partition_types
+        self.target_file_size = target_file_size
+        self.include_identity = include_identity
+        self.acid_conn_id = acid_conn_id
+
+    def execute(self, context: Any) -> list[str]:
+        hook = AcidHook(self.acid_conn_id)
+        manifest_uri = (
+            self.manifest["manifest_uri"] if isinstance(self.manifest, Mapping) else self.manifest
+        )
+        plan = plan_from_manifest(
+            hook.resolve_uri(manifest_uri),
+            hook.resolve_uri(self.output_uri),
+            storage_options=hook.storage_options,
+            options=_options(
+                self.partition_types,
+                target_file_size=self.target_file_size,
+                include_identity=self.include_identity,
+            ),
+        )
+        to_compute = list(plan.keys_to_compute)
+        reused = [k for k in plan.slice_keys if k not in set(to_compute)]
+        self.log.info(
+            "Snapshot %s: %d slice(s) to compute, %d reused",
+            plan.snapshot_id,
+            len(to_compute),
+            len(reused),
+        )
+        context["ti"].xcom_push(key="snapshot_id", value=plan.snapshot_id)
+        context["ti"].xcom_push(key="reused_slice_keys", value=reused)
+        return to_compute
+
+
+class AcidCompactOperator(BaseOperator):
+    """Compacts one slice of a planned snapshot, or a whole snapshot.
+
+    Mapped over a plan's slices (``.partial(output_uri=..., snapshot_id=...)
+    .expand(slice_key=...)``), each task writes one bucket's Parquet files and returns the
+    bucket's result for :class:`AcidCommitSnapshotOperator`; nothing is visible until then.
+    Without ``slice_key`` it compacts and commits the whole snapshot of ``table_uri`` (or of
+    ``manifest_uri``'s kept slices) in one task and returns the snapshot summary, with an
+    asset event on each of its ``outlets``.
+    """
+
+    template_fields: Sequence[str] = (
+        "output_uri",
+        "snapshot_id",
+        "slice_key",
+        "table_uri",
+        "manifest_uri",
+        "valid_write_ids",
+        "acid_conn_id",
+    )
+
+    def __init__(
+        self,
+        *,
+        output_uri: str,
+        snapshot_id: str | None = None,
+        slice_key: str | None = None,
+        table_uri: str | None = None,
+        manifest_uri: str | None = None,
+        valid_write_ids: str | None = None,
+        partition_types: Mapping[str, str] | None = None,
+        acid_conn_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.output_uri = output_uri
+        self.snapshot_id = snapshot_id
+        self.slice_key = slice_key
+        self.table_uri = table_uri
+        self.manifest_uri = manifest_uri
+        self.valid_write_ids = valid_write_ids
+        self.partition_types = partition_types
+        self.acid_conn_id = acid_conn_id
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        hook = AcidHook(self.acid_conn_id)
+        out = hook.resolve_uri(self.output_uri)
+        if self.slice_key is not None:
+            if not self.snapshot_id:
+                raise ValueError("slice_key needs snapshot_id (the plan's snapshot id)")
+            result = compact_planned_slice(
+                out, self.snapshot_id, self.slice_key, storage_options=hook.storage_options
+            )
+            self.log.info(
+                "Slice %s: %d rows read, %d deleted, %d written",
+                self.slice_key,
+                result.rows_read,
+                result.rows_deleted,
+                result.rows_written,
+            )
+            return result.to_dict()
+        options = _options(self.partition_types)
+        if self.manifest_uri:
+            result = compact_manifest(
+                hook.resolve_uri(self.manifest_uri),
+                out,
+                storage_options=hook.storage_options,
+                options=options,
+            )
+        elif self.table_uri:
+            result = compact_table(
+                hook.resolve_uri(self.table_uri),
+                out,
+                write_ids=_none_if_blank(self.valid_write_ids),
+                storage_options=hook.storage_options,
+                options=options,
+            )
+        else:
+            raise ValueError("give slice_key (mapped), manifest_uri or table_uri")
+        summary = snapshot_summary(result)
+        _publish_asset_events(context, self.outlets, summary)
+        return summary
+
+
+class AcidCommitSnapshotOperator(BaseOperator):
+    """Commits a snapshot once every mapped slice succeeded: verifies, reconciles, and writes
+    the manifest last. Returns the snapshot summary and adds an asset event, with the snapshot
+    id, rows and files in its extra, to each of its ``outlets``.
+
+    :param bucket_results: the mapped :class:`AcidCompactOperator`'s ``.output``.
+    """
+
+    template_fields: Sequence[str] = ("output_uri", "snapshot_id", "bucket_results", "acid_conn_id")
+
+    def __init__(
+        self,
+        *,
+        output_uri: str,
+        snapshot_id: str,
+        bucket_results: Any = None,
+        acid_conn_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.output_uri = output_uri
+        self.snapshot_id = snapshot_id
+        self.bucket_results = bucket_results
+        self.acid_conn_id = acid_conn_id
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        hook = AcidHook(self.acid_conn_id)
+        results = [
+            r if isinstance(r, (Mapping, BucketResult)) else json.loads(r)
+            for r in (self.bucket_results or [])
+        ]
+        result = commit_snapshot(
+            hook.resolve_uri(self.output_uri),
+            self.snapshot_id,
+            results,
+            storage_options=hook.storage_options,
+        )
+        summary = snapshot_summary(result)
+        self.log.info(
+            "Snapshot %s %s: %d rows in %d files (%s)",
+            result.snapshot_id,
+            "committed" if result.newly_committed else "was already committed",
+            summary["rows_written"],
+            summary["files"],
+            result.manifest_path,
+        )
+        _publish_asset_events(context, self.outlets, summary)
+        return summary
+
+
+def _publish_asset_events(context: Any, outlets: Sequence[Any], summary: Mapping[str, Any]) -> None:
+    events = context.get("outlet_events") if hasattr(context, "get") else None
+    if not outlets or events is None:
+        return
+    extra = {
+        "snapshot_id": summary["snapshot_id"],
+        "rows": summary["rows_written"],
+        "files": summary["files"],
+        "manifest_path": summary["manifest_path"],
+        "max_write_id": summary["max_write_id"],
+    }
+    for outlet in outlets:
+        events[outlet].extra = dict(extra)
+
+
+class AcidPublishPruningMetricsOperator(BaseOperator):
+    """Publishes a manifest's and a compaction's metrics: as Airflow metrics (gauges and
+    counters tagged with table and partition, through StatsD or OpenTelemetry when enabled),
+    as XCom (the returned record), and as ``OUT/_snapshots/<id>/metrics.json``.
+
+    :param manifest: the manifest operator's summary (``.output``), or None.
+    :param snapshot: the commit operator's summary (``.output``), or None.
+    :param table_name: the ``table`` tag (default: the manifest's table location).
+    """
+
+    template_fields: Sequence[str] = ("manifest", "snapshot", "table_name", "acid_conn_id")
+
+    def __init__(
+        self,
+        *,
+        manifest: Any = None,
+        snapshot: Any = None,
+        table_name: str | None = None,
+        acid_conn_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.manifest = manifest
+        self.snapshot = snapshot
+        self.table_name = table_name
+        self.acid_conn_id = acid_conn_id
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        manifest = self.manifest or {}
+        table = self.table_name or manifest.get("table_uri") or "unknown"
+        record = metrics_record(table, manifest or None, self.snapshot or None)
+        _emit_stats(record, table)
+        if self.snapshot:
+            hook = AcidHook(self.acid_conn_id)
+            record["record_path"] = write_metrics_record(
+                record,
+                hook.resolve_uri(self.snapshot["output_uri"]),
+                self.snapshot["snapshot_id"],
+                hook.storage_options,
+            )
+        self.log.info("Pruning and compaction metrics:\n%s", format_record(record))
+        return record
+
+
+def _emit_stats(record: Mapping[str, Any], table: str) -> None:
+    tags = {"table": table, "partition": "all"}
+    pruning = record.get("pruning")
+    if pruning:
+        for name in (
+            "partitions_total",
+            "partitions_kept",
+            "slices_total",
+            "slices_kept",
+            "files_total",
+            "files_candidate",
+            "files_not_indexed",
+            "bytes_total",
+            "bytes_kept",
+            "skipping_ratio",
+        ):
+            Stats.gauge(f"{METRIC_PREFIX}.pruning.{name}", pruning[name], tags=tags)
+        for name in ("index_read_seconds", "evaluate_seconds", "manifest_seconds"):
+            Stats.timing(
+                f"{METRIC_PREFIX}.pruning.{name.removesuffix('_seconds')}",
+                pruning[name] * 1000.0,
+                tags=tags,
+            )
+    compaction = record.get("compaction")
+    if compaction:
+        for name in ("rows_read", "rows_deleted", "rows_filtered", "rows_written", "files"):
+            Stats.incr(f"{METRIC_PREFIX}.compaction.{name}", compaction.get(name, 0), tags=tags)
+        for partition, rows in compaction.get("partitions", {}).items():
+            Stats.gauge(
+                f"{METRIC_PREFIX}.compaction.partition_rows_written",
+                rows,
+                tags={"table": table, "partition": partition or "unpartitioned"},
+            )

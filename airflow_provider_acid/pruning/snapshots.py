@@ -1,0 +1,120 @@
+"""Snapshots of what a slice manifest kept: its slices only, rows filtered by its predicate.
+
+The fan-out steps the Airflow layer maps over workers: :func:`plan_from_manifest` (once),
+:func:`compact_planned_slice` (once per slice, anywhere: it needs only the output location,
+the snapshot id and the slice key) and ``acid.commit.commit_snapshot`` (once, at the end).
+:func:`compact_manifest` does all three in one process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from ..acid.commit import BucketResult, SnapshotPlan, SnapshotResult, read_plan
+from ..acid.compaction import (
+    CompactionOptions,
+    compact_slice,
+    compact_table,
+    output_schema,
+    plan_snapshot,
+)
+from ..acid.listing import resolve_filesystem
+from .manifest import SliceManifest, parse_predicate, read_manifest
+from .predicates import AlwaysTrue, bind, evaluate_rows
+
+RowFilter = Callable[[pa.Table], pa.Array]
+
+
+def predicate_row_filter(predicate: str | None, schema: pa.Schema) -> RowFilter | None:
+    """A row filter for compaction from a normalised predicate (None: keep every row)."""
+    expr = bind(parse_predicate(predicate), schema)
+    if isinstance(expr, AlwaysTrue):
+        return None
+    return lambda table: evaluate_rows(expr, table)
+
+
+def _filter_key(manifest: SliceManifest) -> str | None:
+    return (
+        None
+        if isinstance(parse_predicate(manifest.predicate), AlwaysTrue)
+        else (manifest.predicate)
+    )
+
+
+def _load(manifest: SliceManifest | str, storage_options: dict[str, Any] | None) -> SliceManifest:
+    return read_manifest(manifest, storage_options) if isinstance(manifest, str) else manifest
+
+
+def plan_from_manifest(
+    manifest: SliceManifest | str,
+    out_uri: str,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    options: CompactionOptions | None = None,
+) -> SnapshotPlan:
+    """Plan the snapshot of a manifest's kept slices (stored under ``out_uri``)."""
+    manifest = _load(manifest, storage_options)
+    return plan_snapshot(
+        manifest.table,
+        out_uri,
+        write_ids=manifest.write_ids,
+        txns=manifest.txns,
+        slice_keys=manifest.slice_keys,
+        row_filter_key=_filter_key(manifest),
+        storage_options=storage_options,
+        options=options or CompactionOptions(),
+    )
+
+
+def plan_row_filter(plan: SnapshotPlan) -> RowFilter | None:
+    """The row filter a planned snapshot's workers apply (its predicate, bound to its schema)."""
+    return predicate_row_filter(plan.settings.get("row_filter"), output_schema(plan.settings))
+
+
+def compact_planned_slice(
+    out_uri: str,
+    snapshot_id: str,
+    slice_key: str,
+    *,
+    storage_options: dict[str, Any] | None = None,
+) -> BucketResult:
+    """Compact one slice of a planned snapshot: the unit of work of a mapped Airflow task."""
+    fs, root = resolve_filesystem(out_uri, storage_options=storage_options)
+    plan = read_plan(fs, root, snapshot_id)
+    return compact_slice(
+        plan.table,
+        slice_key,
+        out_uri,
+        snapshot_id,
+        row_filter=plan_row_filter(plan),
+        plan=plan,
+        storage_options=storage_options,
+    )
+
+
+def compact_manifest(
+    manifest: SliceManifest | str,
+    out_uri: str,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    options: CompactionOptions | None = None,
+    partition_types: Mapping[str, str] | None = None,
+) -> SnapshotResult:
+    """Plan, compact and commit a manifest's kept slices in one process."""
+    manifest = _load(manifest, storage_options)
+    options = options or CompactionOptions(partition_types=partition_types)
+    plan = plan_from_manifest(manifest, out_uri, storage_options=storage_options, options=options)
+    return compact_table(
+        manifest.table,
+        out_uri,
+        write_ids=manifest.write_ids,
+        txns=manifest.txns,
+        slice_keys=manifest.slice_keys,
+        row_filter=plan_row_filter(plan),
+        row_filter_key=_filter_key(manifest),
+        storage_options=storage_options,
+        options=options,
+    )
