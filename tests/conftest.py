@@ -12,6 +12,9 @@ import pytest
 # Airflow reads its home at import time: every test session gets a throwaway one.
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="acid-airflow-home-"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+os.environ.setdefault(
+    "AIRFLOW__CORE__DAGS_FOLDER", str(Path(__file__).resolve().parents[1] / "dags")
+)
 
 from hive_fixtures import arrange_fixture_table  # noqa: E402
 
