@@ -23,9 +23,19 @@ test: lint
 	$(BIN)/pytest
 
 demo: install
-	rm -rf $(DEMO)
-	$(BIN)/python -m airflow_provider_acid.testing $(DEMO)/table
-	$(BIN)/airflow-acid inspect $(DEMO)/table
+	$(BIN)/python scripts/demo.py
 
 clean:
 	rm -rf $(VENV) $(DEMO) .pytest_cache .ruff_cache .hypothesis
+
+# End-to-end runs of a real Airflow 3 on 127.0.0.1 (scripts/e2e*.py; see the README).
+# E2E_ARGS passes arguments, e.g. `make e2e E2E_ARGS=--probe` runs the self-check DAG.
+.PHONY: e2e e2e-distributed
+E2E_ARGS ?=
+
+e2e: install
+	$(BIN)/python scripts/e2e.py $(E2E_ARGS)
+
+e2e-distributed: install
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[test,benchmark,s3,e2e]'
+	$(BIN)/python scripts/e2e_distributed.py $(E2E_ARGS)

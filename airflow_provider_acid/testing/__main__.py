@@ -41,10 +41,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         originals=args.originals,
         seed=args.seed,
     )
+    rows = table.expected_rows()
+    by_partition: dict[str, int] = {}
+    if "dt" in rows.column_names:
+        for day in rows.column("dt").to_pylist():
+            by_partition[f"dt={day}"] = by_partition.get(f"dt={day}", 0) + 1
     summary = {
         "table": args.out,
         "valid_write_ids": table.valid_write_ids(),
-        "expected_rows": table.expected_rows().num_rows,
+        "expected_rows": rows.num_rows,
+        "expected_rows_by_partition": by_partition,
     }
     print(json.dumps(summary))
     return 0
