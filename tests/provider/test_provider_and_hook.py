@@ -1,0 +1,67 @@
+"""The provider as Airflow sees it, and the hook's connection handling."""
+
+from __future__ import annotations
+
+import json
+
+from airflow_provider_acid import get_provider_info
+from airflow_provider_acid.hooks.acid import AcidHook, storage_options_from_extra
+
+
+def test_airflow_discovers_the_provider_its_hook_and_connection_form():
+    from airflow.providers_manager import ProvidersManager
+
+    manager = ProvidersManager()
+    assert "airflow-provider-acid" in manager.providers
+    hook = manager.hooks["acid"]
+    assert hook is not None and hook.hook_class_name.endswith("AcidHook")
+    widgets = manager.connection_form_widgets
+    assert widgets["extra__acid__secret"].is_sensitive
+    assert not widgets["extra__acid__endpoint_url"].is_sensitive
+    assert "acid" in manager.field_behaviours
+
+
+def test_provider_info_names_existing_modules_and_the_config_section():
+    import importlib
+
+    info = get_provider_info()
+    for kind in ("hooks", "operators", "sensors", "triggers"):
+        for entry in info[kind]:
+            for module in entry["python-modules"]:
+                importlib.import_module(module)
+    options = info["config"]["acid"]["options"]
+    assert options["allowed_uri_prefixes"]["default"] == ""
+
+
+def test_hook_builds_storage_options_from_the_connection(monkeypatch):
+    extra = {
+        "uri_prefix": "s3://warehouse",
+        "endpoint_url": "http://127.0.0.1:9000",
+        "key": "AKIA",
+        "secret": "very-secret",
+        "storage_options": '{"use_ssl": false}',
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_ACID_TEST", json.dumps({"conn_type": "acid", "extra": extra}))
+    hook = AcidHook("acid_test")
+    assert hook.storage_options == {
+        "key": "AKIA",
+        "secret": "very-secret",
+        "client_kwargs": {"endpoint_url": "http://127.0.0.1:9000"},
+        "use_ssl": False,
+    }
+    assert hook.resolve_uri("sales/table") == "s3://warehouse/sales/table"
+    assert hook.resolve_uri("s3://other/t") == "s3://other/t"
+    assert "very-secret" not in repr(hook)
+
+
+def test_storage_options_json_must_be_an_object():
+    import pytest
+
+    with pytest.raises(ValueError, match="storage_options"):
+        storage_options_from_extra({"storage_options": "{not json"})
+
+
+def test_no_connection_means_fsspec_defaults(tmp_path):
+    hook = AcidHook()
+    fs, path = hook.get_filesystem(str(tmp_path))
+    assert hook.storage_options == {} and path == str(tmp_path)
