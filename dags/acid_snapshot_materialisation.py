@@ -72,7 +72,6 @@ Settings: `ACID_TABLE_URI`, `ACID_OUTPUT_URI`, `ACID_CONN_ID` in the environment
         snapshot_committed_before="{{ data_interval_end }}",
         acid_conn_id=CONN_ID,
         deferrable=True,
-        poke_before_defer=False,
         poll_interval=30,
         timeout=int(os.environ.get("ACID_SENSOR_TIMEOUT", 6 * 3600)),
         soft_fail=True,

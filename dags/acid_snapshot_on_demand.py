@@ -111,7 +111,6 @@ slices in mapped tasks, commit, and publish the metrics.
         above_write_id="{{ params.wait_above_write_id }}",
         acid_conn_id=conn_id,
         deferrable=True,
-        poke_before_defer=False,
         poll_interval=5,
         timeout=3600,
     )

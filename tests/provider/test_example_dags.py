@@ -68,7 +68,7 @@ def test_materialisation_dag_runs_end_to_end_and_reruns_idempotently(airflow_db,
     assert run.state == "success", states(run)
     assert all(state == "success" for state in states(run).values()), states(run)
     assert len([t for t in states(run) if t.startswith("compact[")]) == 8  # 2 days x 4 buckets
-    assert xcom(run, "wait_for_deltas")["waited_in"] == "triggerer"
+    assert xcom(run, "wait_for_deltas")["waited_in"] == "worker"  # deltas were there
     assert snapshot_rows(out) == expected(writer)
     committed = xcom(run, "commit")
     record = json.loads(
@@ -100,10 +100,46 @@ def test_on_demand_dag_on_the_nation_fixture(airflow_db, hive_table, tmp_path, m
         }
     )
     assert run.state == "success", states(run)
-    assert xcom(run, "wait_for_deltas")["waited_in"] == "triggerer"
     rows = ds.dataset(str(out), format="parquet").to_table()
     keys = rows.column("n_nationkey").to_pylist()
     assert len(keys) == 9000 and sorted(set(keys)) == [0, 1, 2, 3, 4, 6, 7, 8, 9]
+
+
+def test_on_demand_dag_waits_in_the_trigger_for_a_later_delete(airflow_db, tmp_path, monkeypatch):
+    """No write above the watermark yet: the sensor defers, and its trigger wakes it when a
+    delete arrives (written by another thread while the run waits)."""
+    import threading
+    import time
+
+    writer = generate_demo_table(str(tmp_path / "table"), rows_per_bucket=200, seed=5)
+    last_write = int(writer.valid_write_ids().split(":")[1])
+    monkeypatch.setenv("AIRFLOW__ACID__ALLOWED_URI_PREFIXES", str(tmp_path))
+    deleted = threading.Event()
+
+    def delete_later() -> None:
+        time.sleep(3)
+        writer.delete(lambda row: row["id"] % 10 == 0)
+        deleted.set()
+
+    threading.Thread(target=delete_later, daemon=True).start()
+    run = load_dag("acid_snapshot_on_demand").test(
+        run_conf={
+            "table_uri": str(tmp_path / "table"),
+            "output_uri": str(tmp_path / "out"),
+            "predicate": "",
+            "valid_write_ids": "",
+            "acid_conn_id": "",
+            "wait_above_write_id": last_write,
+        }
+    )
+    assert run.state == "success", states(run)
+    assert deleted.is_set()
+    waited = xcom(run, "wait_for_deltas")
+    assert waited["waited_in"] == "triggerer"
+    assert [f["kind"] for f in waited["folders"]] == ["delete_delta"] * 2  # one per partition
+    ids = ds.dataset(str(tmp_path / "out"), format="parquet").to_table().column("id")
+    assert sorted(ids.to_pylist()) == sorted(r["id"] for r in writer.expected_rows().to_pylist())
+    assert all(i % 10 for i in ids.to_pylist())
 
 
 @pytest.mark.parametrize(
