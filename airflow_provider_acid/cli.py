@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .acid.inspection import format_snapshot, snapshot_to_dict
 from .acid.snapshot import resolve_snapshot
+from .cli_progress import is_terminal, progress_line
 
 if TYPE_CHECKING:
     from .acid.commit import SnapshotResult
@@ -109,16 +111,18 @@ def _compact(args: argparse.Namespace) -> int:
     elif not args.table_uri:
         raise ValueError("name TABLE_URI, or a slice manifest with --manifest FILE")
     else:
-        result = compact_table(
-            args.table_uri,
-            args.out,
-            write_ids=args.valid_write_ids,
-            txns=args.valid_txns,
-            insert_only=args.insert_only,
-            partitions=args.partition,
-            buckets=args.bucket,
-            options=options,
-        )
+        with progress_line(args.quiet) as progress:
+            result = compact_table(
+                args.table_uri,
+                args.out,
+                write_ids=args.valid_write_ids,
+                txns=args.valid_txns,
+                insert_only=args.insert_only,
+                partitions=args.partition,
+                buckets=args.bucket,
+                options=options,
+                progress=progress,
+            )
     if args.json:
         print(json.dumps(compact_summary(result), indent=2))
     else:
@@ -126,9 +130,10 @@ def _compact(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_compact(commands: Any) -> None:
+def _add_compact(commands: Any, common: argparse.ArgumentParser) -> None:
     compact = commands.add_parser(
         "compact",
+        parents=[common],
         help="write and commit a clean Parquet snapshot of the table",
         description="Anti-join each bucket's rows with its delete keys and write Parquet under "
         "OUT_URI; the manifest OUT_URI/_snapshots/<id>/manifest.json is the commit point.",
@@ -266,9 +271,11 @@ def _manifest(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_index_and_manifest(commands: Any) -> None:
+def _add_index_and_manifest(commands: Any, common: argparse.ArgumentParser) -> None:
     index = commands.add_parser(
-        "index", help="build or refresh the column-stats index of a table's data files"
+        "index",
+        parents=[common],
+        help="build or refresh the column-stats index of a table's data files",
     )
     index.add_argument("table_uri", help="table location (path or fsspec URL)")
     index.add_argument(
@@ -285,7 +292,9 @@ def _add_index_and_manifest(commands: Any) -> None:
     index.set_defaults(run=_index)
 
     manifest = commands.add_parser(
-        "manifest", help="write the pruned slice manifest of a predicate and print its metrics"
+        "manifest",
+        parents=[common],
+        help="write the pruned slice manifest of a predicate and print its metrics",
     )
     manifest.add_argument("table_uri", help="table location (path or fsspec URL)")
     manifest.add_argument(
@@ -307,16 +316,38 @@ def _add_index_and_manifest(commands: Any) -> None:
     manifest.set_defaults(run=_manifest)
 
 
+def _global_options(parser: argparse.ArgumentParser, default: Any) -> None:
+    """``--debug`` and ``--quiet``, accepted before and after the subcommand.
+
+    After it they default to "not given" (``SUPPRESS``): a subcommand's default must not
+    overwrite what was given before the subcommand.
+    """
+    parser.add_argument(
+        "--debug", action="store_true", default=default, help="show the traceback on errors"
+    )
+    parser.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        default=default,
+        help="no progress line (it is drawn on stderr only when stderr is a terminal)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="airflow-acid",
         description="Hive ACID tables to clean Parquet snapshots, straight from storage.",
     )
-    parser.add_argument("--debug", action="store_true", help="show the traceback on errors")
+    _global_options(parser, False)
+    common = argparse.ArgumentParser(add_help=False)
+    _global_options(common, argparse.SUPPRESS)
     commands = parser.add_subparsers(dest="command", required=True)
 
     inspect = commands.add_parser(
-        "inspect", help="show the snapshot: partitions, bucket slices, chosen and skipped folders"
+        "inspect",
+        parents=[common],
+        help="show the snapshot: partitions, bucket slices, chosen and skipped folders",
     )
     inspect.add_argument("table_uri", help="table or partition location (path or fsspec URL)")
     inspect.add_argument(
@@ -332,9 +363,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     inspect.add_argument("--json", action="store_true", help="stable JSON output for scripts")
     inspect.set_defaults(run=_inspect)
-    _add_compact(commands)
-    _add_index_and_manifest(commands)
+    _add_compact(commands, common)
+    _add_index_and_manifest(commands, common)
     return parser
+
+
+#: What a user can cause and fix (bad arguments, locations, credentials, table contents): the
+#: library's errors all derive from these (``TableLocationError``, ``WriteIdListError``,
+#: ``PredicateError``, ``CommitError``, ...). Anything else is reported as unexpected.
+USER_ERRORS = (OSError, ValueError, RuntimeError)
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
+
+
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())  # messages from storage clients may span lines
+    if not is_terminal(sys.stderr):  # e.g. the SQL parser underlines the bad token
+        text = _ANSI_ESCAPE.sub("", text)
+    return text or type(exc).__name__
+
+
+def _hint(exc: BaseException) -> str:
+    debug = "run with --debug for the traceback"
+    if not isinstance(exc, USER_ERRORS):
+        return f"hint: an unexpected error; {debug} (and report it if it is a bug)"
+    if isinstance(exc, PermissionError):
+        return f"hint: check the credentials and permissions for that location; {debug}"
+    return f"hint: {debug}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -343,12 +401,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     run: Callable[[argparse.Namespace], int] = args.run
     try:
         return run(args)
-    except (OSError, ValueError, RuntimeError) as exc:
+    except KeyboardInterrupt:
         if args.debug:
             raise
-        print(f"airflow-acid {args.command}: error: {exc}", file=sys.stderr)
-        print("hint: run with --debug for the traceback", file=sys.stderr)
-        return 2
+        done = (
+            "; nothing was committed, run it again to finish" if args.command == "compact" else ""
+        )
+        print(f"airflow-acid {args.command}: interrupted{done}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - the CLI's last resort: one line, not a traceback
+        if args.debug:
+            raise
+        message = _one_line(exc)
+        if not isinstance(exc, USER_ERRORS):
+            message = f"{type(exc).__name__}: {message}"
+        print(f"airflow-acid {args.command}: error: {message}", file=sys.stderr)
+        print(_hint(exc), file=sys.stderr)
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

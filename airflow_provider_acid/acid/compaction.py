@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import posixpath
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -50,7 +51,7 @@ from .hive_types import (
     hive_field,
     partition_scalar,
 )
-from .listing import resolve_filesystem
+from .listing import location_uri, resolve_filesystem
 from .partitions import parse_partition_component
 from .rows import DeleteBatch, SliceReader, TableColumns, table_columns
 from .schema import partition_columns
@@ -59,6 +60,10 @@ from .writeids import RangeValidity, ValidTxnList, ValidWriteIdList, parse_write
 
 #: A row filter: given a batch of output rows, which to keep (nulls count as False).
 RowFilter = Callable[[pa.Table], "pa.Array | pa.ChunkedArray"]
+
+#: Told after each slice :func:`compact_table` computes: its result, slices done, slices to
+#: compute (reused slices are not computed). Called one at a time, from the worker threads.
+ProgressCallback = Callable[[BucketResult, int, int], None]
 
 #: Names of the identity columns written with ``include_identity``.
 IDENTITY_COLUMNS = (
@@ -413,9 +418,11 @@ def plan_for(
     snapshot_id = _snapshot_id(snapshot, settings, planned)
     if read_manifest(out_fs, out_root, snapshot_id) is not None:
         return read_plan(out_fs, out_root, snapshot_id)
+    # Where workers open the table again (compact_slice(plan.table, ...)): keep its protocol.
+    table_uri = location_uri(fs, snapshot.root)
     previous = None
     if options.reuse:
-        previous, usable = reuse_candidates(out_fs, out_root, snapshot.root)
+        previous, usable = reuse_candidates(out_fs, out_root, table_uri)
         planned = [
             PlannedSlice(p.key, p.partition, p.bucket, p.fingerprint, reused)
             if (reused := usable.get(p.key)) is not None and reused.fingerprint == p.fingerprint
@@ -425,7 +432,7 @@ def plan_for(
     plan = SnapshotPlan(
         snapshot_id=snapshot_id,
         out=out_root,
-        table=snapshot.root,
+        table=table_uri,
         write_ids=None if snapshot.write_ids.is_all_committed else str(snapshot.write_ids),
         txns=str(snapshot.txns) if snapshot.txns else None,
         insert_only=snapshot.insert_only,
@@ -780,7 +787,7 @@ def compact_slice(
         snapshot, fs = _resolve(
             source, plan.write_ids, plan.txns, plan.insert_only, filesystem, storage_options
         )
-    if snapshot.root != plan.table:
+    if plan.table not in (snapshot.root, location_uri(fs, snapshot.root)):
         raise ValueError(
             f"snapshot {snapshot_id} was planned for {plan.table}, not {snapshot.root}"
         )
@@ -814,13 +821,17 @@ def compact_table(
     out_filesystem: AbstractFileSystem | None = None,
     storage_options: dict[str, Any] | None = None,
     options: CompactionOptions = CompactionOptions(),  # noqa: B008
+    progress: ProgressCallback | None = None,
 ) -> SnapshotResult:
     """Write and commit one Parquet snapshot of a Hive ACID table (or of chosen slices of it).
 
     Plans the snapshot, compacts its slices (``options.max_workers`` at a time) and commits
     them; see :func:`plan_snapshot`, :func:`compact_slice` and :func:`commit_snapshot`. With a
     ``row_filter``, give ``row_filter_key`` too: a stable text naming the filter (it is part of
-    the snapshot id), unless the filter object has a ``key`` attribute.
+    the snapshot id), unless the filter object has a ``key`` attribute. ``progress`` is called
+    after each computed slice with ``(result, done, total)`` (see :data:`ProgressCallback`).
+    If a slice fails, slices not started yet are not started; the error is raised once the
+    running ones have stopped, and nothing is committed.
     """
     if row_filter is not None and row_filter_key is None:
         row_filter_key = getattr(row_filter, "key", None)
@@ -847,8 +858,13 @@ def compact_table(
     if committed is not None:
         return committed
 
+    keys = plan.keys_to_compute
+    reported = threading.Lock()
+    done = 0
+
     def run(key: str) -> BucketResult:
-        return compact_slice(
+        nonlocal done
+        result = compact_slice(
             snapshot,
             key,
             out_uri,
@@ -859,14 +875,22 @@ def compact_table(
             out_filesystem=out_fs,
             storage_options=storage_options,
         )
+        if progress is not None:
+            with reported:
+                done += 1
+                progress(result, done, len(keys))
+        return result
 
-    keys = plan.keys_to_compute
     workers = min(options.workers(), max(1, len(keys)))
     if workers == 1:
         results = [run(k) for k in keys]
     else:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
+        pool = ThreadPoolExecutor(max_workers=workers)
+        try:
             results = list(pool.map(run, keys))
+        finally:
+            # On an error (or Ctrl-C) start no other slice: only wait for the running ones.
+            pool.shutdown(wait=True, cancel_futures=True)
     return commit_snapshot(
         out_uri,
         plan.snapshot_id,
@@ -890,6 +914,7 @@ __all__ = [
     "IDENTITY_COLUMNS",
     "CompactionOptions",
     "DeleteKeySet",
+    "ProgressCallback",
     "RowFilter",
     "compact_bucket",
     "compact_slice",

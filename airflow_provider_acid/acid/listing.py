@@ -8,6 +8,7 @@ from typing import Any
 
 import fsspec
 from fsspec import AbstractFileSystem
+from fsspec.implementations.local import LocalFileSystem
 
 
 class TableLocationError(OSError):
@@ -45,6 +46,17 @@ def resolve_filesystem(
         return filesystem, filesystem._strip_protocol(uri).rstrip("/") or "/"
     fs, path = fsspec.core.url_to_fs(uri, **(storage_options or {}))
     return fs, path.rstrip("/") or "/"
+
+
+def location_uri(fs: AbstractFileSystem, path: str) -> str:
+    """``path`` on ``fs`` as a URI that :func:`resolve_filesystem` resolves to the same place:
+    the path itself on the local filesystem, ``protocol://path`` on any other (``s3://...``).
+
+    A resolved path has lost its protocol (``s3://warehouse/t`` is ``warehouse/t`` on s3fs);
+    what is stored for another process to open again (a plan, a manifest) needs it back."""
+    if isinstance(fs, LocalFileSystem):
+        return path
+    return fs.unstrip_protocol(path)
 
 
 def list_table_files(fs: AbstractFileSystem, root: str) -> list[StoredFile]:

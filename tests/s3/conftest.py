@@ -130,6 +130,17 @@ class _RecordingApp:
         self.log = log
         #: operation name -> seconds the server waits before answering it
         self.delays: dict[str, float] = {}
+        #: failures to inject, checked in order (see :meth:`S3Server.fail`)
+        self.failures: list[_Failure] = []
+        self._failures_lock = threading.Lock()
+
+    def _failure_for(self, request: S3Request) -> _Failure | None:
+        with self._failures_lock:
+            for failure in self.failures:
+                if failure.matches(request):
+                    failure.hits.append(request)
+                    return failure
+        return None
 
     def __call__(self, environ: dict[str, Any], start_response: Callable) -> Any:
         path = environ.get("PATH_INFO", "/").lstrip("/")
@@ -144,12 +155,47 @@ class _RecordingApp:
         self.log.add(request)
         if delay := self.delays.get(request.operation):
             time.sleep(delay)  # this request's own server thread; other requests go on
+        if failure := self._failure_for(request):
+            return failure.respond(environ, start_response, request)
 
         def start(status: str, headers: list[tuple[str, str]], *exc_info: Any) -> Any:
             headers = [(k, v) for k, v in headers if k.lower() != "server"]
             return start_response(status, headers, *exc_info)
 
         return self.app(environ, start)
+
+
+@dataclass
+class _Failure:
+    """Requests of one operation whose key contains a text get an S3 error instead of moto."""
+
+    operation: str
+    key_contains: str
+    status: int
+    code: str
+    times: int | None  # None: every matching request
+    hits: list[S3Request] = field(default_factory=list)
+
+    def matches(self, request: S3Request) -> bool:
+        if self.times is not None and len(self.hits) >= self.times:
+            return False
+        return request.operation == self.operation and self.key_contains in request.key
+
+    def respond(self, environ: dict[str, Any], start_response: Callable, request: S3Request) -> Any:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        if length:  # consume the upload, as a server that refuses it after reading it does
+            environ["wsgi.input"].read(length)
+        body = (
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            f"<Error><Code>{self.code}</Code><Message>injected by the test</Message>"
+            f"<Key>{request.key}</Key><RequestId>injected</RequestId></Error>"
+        ).encode()
+        reason = {403: "Forbidden", 500: "Internal Server Error", 503: "Slow Down"}
+        start_response(
+            f"{self.status} {reason.get(self.status, 'Error')}",
+            [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))],
+        )
+        return [b"" if request.method == "HEAD" else body]
 
 
 class _QuietHandler(MotoRequestHandler):
@@ -220,6 +266,32 @@ class S3Server:
             yield
         finally:
             self._app.delays.pop(operation, None)
+
+    @contextmanager
+    def fail(
+        self,
+        operation: str,
+        key_contains: str,
+        *,
+        times: int | None = 1,
+        status: int = 403,
+        code: str = "AccessDenied",
+    ) -> Iterator[list[S3Request]]:
+        """Answer ``operation`` requests whose key contains ``key_contains`` with an S3 error
+        (the first ``times`` of them; None: all) instead of serving them.
+
+        The default, 403 ``AccessDenied``, is an error no client retries, so the failure reaches
+        the caller at once (a 5xx is retried with back-off by botocore first). Yields the list
+        of requests that were failed.
+        """
+        failure = _Failure(operation, key_contains, status, code, times)
+        with self._app._failures_lock:
+            self._app.failures.append(failure)
+        try:
+            yield failure.hits
+        finally:
+            with self._app._failures_lock:
+                self._app.failures.remove(failure)
 
 
 def _no_proxy_for_loopback() -> None:
