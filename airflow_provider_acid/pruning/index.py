@@ -17,6 +17,14 @@ Min/max values are stored typed per family: ``min_int``/``max_int`` (int64),
 ``min_float`` (float64), ``min_dec`` (exact decimal text), ``min_str``, ``min_date``
 (date32), ``min_ts`` (timestamp[us], naive; UTC for zoned columns), ``min_bool``; so every
 value round-trips exactly.
+
+Since format version 2 each record also carries ``file_ordinal``, the row of its file in the
+segment's ``files.parquet``, and the segment's pointer entry says ``"file_ordinals": true``:
+a reader joins those records to their files by position, without reading or hashing the
+record paths. Version 1 indexes are still read (their records are joined on ``path``); a
+refresh publishes version 2, and the version 1 segments it keeps are rewritten with ordinals
+as they are filtered or merged. Code that knows only version 1 refuses version 2 pointers,
+so it never rewrites a segment without renumbering its ordinals.
 """
 
 from __future__ import annotations
@@ -55,7 +63,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 FORMAT_NAME = "airflow-provider-acid/column-stats-index"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: records carry file_ordinal (version 1 is still read)
 MAX_SEGMENTS = 8
 _POINTER_RE = re.compile(r"^v(\d{20})\.json$")
 _FAMILIES = ("int", "float", "decimal", "string", "date", "timestamp", "bool")
@@ -107,11 +115,26 @@ RECORD_SCHEMA = pa.schema(
 )
 
 
+#: In stored records (not part of ``RECORD_SCHEMA``): the row of the record's file in its
+#: segment's files table. Trusted only in segments whose pointer entry has ``file_ordinals``.
+ORDINAL = "file_ordinal"
+#: What :func:`read` needs of the files table, and of the records besides min/max.
+_FILE_COLUMNS = ("path", "size", "version", "row_count")
+_COUNT_COLUMNS = ("null_count", "value_count", "nan_count")
+_READ_WORKERS = 4
+
 _EMPTY = {"size": FILES_SCHEMA.empty_table(), "column": RECORD_SCHEMA.empty_table()}
 
 
 def _array(col: Any) -> pa.Array:
-    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if not isinstance(col, pa.ChunkedArray):
+        return col
+    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()  # no copy of one
+
+
+def _arange(n: int) -> pa.Array:
+    """0 .. n-1 as int64, built in Arrow (``pa.array(range(n))`` makes n Python ints)."""
+    return pc.indices_nonzero(pa.repeat(pa.scalar(True), n)).cast(pa.int64())
 
 
 class IndexFormatError(RuntimeError):
@@ -227,8 +250,12 @@ def _write_table(fs: Any, path: str, table: pa.Table) -> None:
         fs.makedirs(parent, exist_ok=True)
     except Exception:  # object stores have no directories
         pass
+    options: dict[str, Any] = {}
+    if ORDINAL in table.column_names:  # mostly 0, 1, 2, ...: a few bytes delta-encoded
+        options["use_dictionary"] = [n for n in table.column_names if n != ORDINAL]
+        options["column_encoding"] = {ORDINAL: "DELTA_BINARY_PACKED"}
     with fs.open(path, "wb") as f:
-        pq.write_table(table, f, compression="zstd")
+        pq.write_table(table, f, compression="zstd", **options)
 
 
 def _read_table(fs: Any, path: str, columns: Sequence[str] | None = None) -> pa.Table:
@@ -330,15 +357,18 @@ def _empty(schema: pa.Schema) -> pa.Table:
 def _write_segment(fs: Any, root: str, files: pa.Table, columns: dict[str, pa.Table]) -> dict:
     seg_id = _segment_id()
     base = f"{root}/segments/{seg_id}"
+    paths = _array(files.column("path"))
     column_dirs = {}
     for col, table in sorted(columns.items()):
         if table.num_rows == 0:
             continue
         d = _column_dir(col)
-        _write_table(fs, f"{base}/{d}/stats.parquet", table)
+        table = table.select(RECORD_SCHEMA.names)  # a stale ordinal of a rewritten segment goes
+        ordinals = _positions_in(_array(table.column("path")), paths).cast(pa.int32())
+        _write_table(fs, f"{base}/{d}/stats.parquet", table.append_column(ORDINAL, ordinals))
         column_dirs[col] = d
     _write_table(fs, f"{base}/files.parquet", files)
-    return {"id": seg_id, "files": files.num_rows, "columns": column_dirs}
+    return {"id": seg_id, "files": files.num_rows, "columns": column_dirs, "file_ordinals": True}
 
 
 def _read_segment_files(fs: Any, root: str, seg: dict) -> pa.Table:
@@ -381,8 +411,8 @@ def _merge_segments(fs: Any, root: str, segments: list[dict]) -> dict | None:
         files.append(_read_segment_files(fs, root, seg))
         for col in seg.get("columns", {}):
             table = _read_segment_column(fs, root, seg, col)
-            if table is not None:
-                columns.setdefault(col, []).append(table)
+            if table is not None:  # ordinals (version 2 segments only) are renumbered
+                columns.setdefault(col, []).append(table.select(RECORD_SCHEMA.names))
     if not files:
         return None
     merged_files = pa.concat_tables(files)
@@ -567,24 +597,49 @@ def read(
     """One row per file: path, size, version, row_count and per column ``<col>__min``,
     ``<col>__max``, ``<col>__nulls``, ``<col>__values``, ``<col>__nans`` (null = unknown).
 
-    Only the queried columns' records are read. With ``files`` (FileKeys, or a table with
-    columns path, size, version), the result has exactly one row per given key, in that
-    order; a key not indexed with the same size and version gets nulls everywhere (unknown,
-    so pruning keeps it).
+    Only the queried columns' records are read, and of those only the counts and the
+    min/max of the column's most common value family (and the paths, in segments whose
+    records have no ordinals). With ``files`` (FileKeys, or a table with columns path, size,
+    version), the result has exactly one row per given key, in that order; a key not indexed
+    with the same size and version gets nulls everywhere (unknown, so pruning keeps it).
     """
     fs, root = _fs(index_uri, storage_options)
     wanted_cols = [columns] if isinstance(columns, str) else list(columns)
+    lowered = list(dict.fromkeys(c.lower() for c in wanted_cols))
     _, segments = _load_pointer(fs, root)
-    file_tables = [_read_segment_files(fs, root, seg) for seg in segments]
-    indexed = (
-        pa.concat_tables(file_tables) if file_tables else _empty(FILES_SCHEMA)
-    ).combine_chunks()
-    records: dict[str, pa.Table] = {}
-    for col in dict.fromkeys(c.lower() for c in wanted_cols):
-        parts = [_read_segment_column(fs, root, seg, col) for seg in segments]
-        parts = [p.select(RECORD_SCHEMA.names) for p in parts if p is not None]
-        records[col] = pa.concat_tables(parts).combine_chunks() if parts else _empty(RECORD_SCHEMA)
-    return _pivot(indexed, records, wanted_cols, files)
+    bases = [f"{root}/segments/{seg['id']}" for seg in segments]
+    # Files are fetched and decoded in parallel (Parquet decoding releases the GIL). A
+    # column's family is chosen over all its segments before any min/max is decoded.
+    with ThreadPoolExecutor(max_workers=_READ_WORKERS) as pool:
+        file_jobs = [
+            pool.submit(_read_parquet, fs, f"{base}/files.parquet", _FILE_COLUMNS) for base in bases
+        ]
+        open_jobs = {
+            col: [
+                pool.submit(_RecordFile.open, fs, base, seg, col)
+                for base, seg in zip(bases, segments, strict=True)
+            ]
+            for col in lowered
+        }
+        opened = {col: [job.result() for job in jobs] for col, jobs in open_jobs.items()}
+        families = {
+            col: _most_common(r.families for r in rs if r is not None) for col, rs in opened.items()
+        }
+        read_jobs = {
+            col: [None if r is None else pool.submit(r.read, families[col]) for r in rs]
+            for col, rs in opened.items()
+        }
+        file_tables = [job.result() for job in file_jobs]
+        record_tables = {
+            col: [None if job is None else job.result() for job in jobs]
+            for col, jobs in read_jobs.items()
+        }
+    if file_tables:
+        indexed = pa.concat_tables(file_tables)
+    else:
+        indexed = _empty(FILES_SCHEMA).select(list(_FILE_COLUMNS))
+    joined = {col: _join_records(families[col], record_tables[col], file_tables) for col in lowered}
+    return _pivot(indexed, joined, wanted_cols, files)
 
 
 def read_file_stats_table(
@@ -597,29 +652,166 @@ def read_file_stats_table(
         by_path.setdefault(st.path, FileKey(st.path, 0, ""))
     files, by_column = _stats_tables(stats, by_path)
     wanted_cols = [columns] if isinstance(columns, str) else list(columns)
-    records = {c.lower(): by_column.get(c.lower(), _empty(RECORD_SCHEMA)) for c in wanted_cols}
-    return _pivot(files, records, wanted_cols, None)
+    joined = {}
+    for col in dict.fromkeys(c.lower() for c in wanted_cols):
+        recs = by_column.get(col, _empty(RECORD_SCHEMA))
+        counts = _family_counts(recs.column("family"))
+        family = _most_common([counts])
+        joined[col] = _join_records(family, [_family_values(recs, family, counts)], [files])
+    return _pivot(files, joined, wanted_cols, None)
 
 
-def _positions_in(values: pa.Array, table: pa.Table) -> pa.Array:
-    """For each of ``values`` (paths), its row in ``table`` by path (null where absent).
+def _read_parquet(fs: Any, path: str, columns: Sequence[str]) -> pa.Table:
+    """Some columns of an index file, fetched whole in one request (a reader needs most of
+    its bytes anyway) and decoded from memory."""
+    return pq.read_table(pa.BufferReader(fs.cat_file(path)), columns=list(columns))
 
-    Records are stored in the order of their segment's files, so the common case is a plain
-    alignment, checked cheaply instead of hashing every path again.
+
+class _RecordFile:
+    """One segment's stored records of one column: fetched, footer parsed, families counted."""
+
+    def __init__(self, file: pq.ParquetFile, ordinals: bool) -> None:
+        self.file = file
+        self.ordinals = ordinals and ORDINAL in file.schema_arrow.names
+        self.family = file.read(columns=["family"]).column("family")  # dictionary-encoded
+        self.families = _family_counts(self.family)
+
+    @classmethod
+    def open(cls, fs: Any, base: str, seg: dict, col: str) -> _RecordFile | None:
+        d = seg.get("columns", {}).get(col)
+        if d is None:
+            return None
+        data = fs.cat_file(f"{base}/{d}/stats.parquet")
+        file = pq.ParquetFile(pa.BufferReader(data), read_dictionary=["family"])
+        return cls(file, bool(seg.get("file_ordinals")))
+
+    def read(self, family: str | None) -> pa.Table:
+        """The key (``file_ordinal``, else ``path``), the counts and ``family``'s min/max."""
+        names = [ORDINAL if self.ordinals else "path", *_COUNT_COLUMNS]
+        if family is not None:
+            names += [f"min_{_SUFFIX[family]}", f"max_{_SUFFIX[family]}"]
+        table = self.file.read(columns=names).append_column("family", self.family)
+        return _family_values(table, family, self.families)
+
+
+def _family_counts(family: pa.ChunkedArray | pa.Array) -> Counter:
+    """How many records have each value family."""
+    counts: Counter = Counter()
+    chunks = family.chunks if isinstance(family, pa.ChunkedArray) else [family]
+    for chunk in chunks:
+        for item in pc.value_counts(chunk).to_pylist():
+            if item["values"] is not None:
+                counts[item["values"]] += item["counts"]
+    return counts
+
+
+def _most_common(counts: Iterable[Counter]) -> str | None:
+    """The most common value family over all ``counts`` (ties: alphabetical), or None."""
+    total: Counter = Counter()
+    for c in counts:
+        total.update({k: v for k, v in c.items() if k in _SUFFIX})
+    if not total:
+        return None
+    return max(sorted(total), key=lambda f: total[f])
+
+
+def _family_values(table: pa.Table, family: str | None, counts: Counter) -> pa.Table:
+    """The records' key and counts, and ``family``'s min/max as ``min``/``max``: null where
+    a record has another family (or none)."""
+    keep = [n for n in table.column_names if n in (ORDINAL, "path", *_COUNT_COLUMNS)]
+    values = table.select(keep)
+    if family is None:
+        return values
+    lo, hi = table.column(f"min_{_SUFFIX[family]}"), table.column(f"max_{_SUFFIX[family]}")
+    if counts.get(family, 0) != table.num_rows:  # not every record is of this family
+        same = pc.fill_null(pc.equal(table.column("family"), family), False)
+        lo = pc.if_else(same, lo, pa.scalar(None, lo.type))
+        hi = pc.if_else(same, hi, pa.scalar(None, hi.type))
+    return values.append_column("min", lo).append_column("max", hi)
+
+
+@dataclass(frozen=True)
+class _Joined:
+    """A queried column's records joined to the indexed files: ``rows`` holds, per indexed
+    file, the row of its record in ``values`` (null: no record); None when row i is record i."""
+
+    family: str | None
+    values: pa.Table
+    rows: pa.Array | None
+
+
+def _join_records(
+    family: str | None, tables: Sequence[pa.Table | None], file_tables: Sequence[pa.Table]
+) -> _Joined:
+    """Join each segment's records (``tables``; None where the segment lacks the column) to
+    that segment's files: by ``file_ordinal`` when the records have it, else by path."""
+    names = [*_COUNT_COLUMNS, *(("min", "max") if family is not None else ())]
+    seg_rows: list[pa.Array | None] = []
+    values: list[pa.Table] = []
+    offset = 0
+    for table, files in zip(tables, file_tables, strict=True):
+        n = files.num_rows
+        if table is None:
+            seg_rows.append(pa.nulls(n, pa.int64()))
+            continue
+        if ORDINAL in table.column_names:
+            keys, targets = _array(table.column(ORDINAL)).cast(pa.int64()), _arange(n)
+        else:
+            keys, targets = _array(table.column("path")), _array(files.column("path"))
+        rows = None if _aligned(targets, keys) else pc.index_in(targets, value_set=keys)
+        if offset:
+            rows = pc.add(_arange(n) if rows is None else rows.cast(pa.int64()), offset)
+        seg_rows.append(rows)
+        values.append(table.select(names))
+        offset += table.num_rows
+    if not values:
+        empty = pa.table({name: pa.array([], pa.int64()) for name in _COUNT_COLUMNS})
+        return _Joined(None, empty, pa.nulls(sum(t.num_rows for t in file_tables), pa.int64()))
+    combined = pa.concat_tables(values).combine_chunks() if len(values) > 1 else values[0]
+    if len(seg_rows) == 1:
+        return _Joined(family, combined, seg_rows[0])
+    rows = pa.concat_arrays(
+        [
+            _arange(t.num_rows) if r is None else r.cast(pa.int64())
+            for r, t in zip(seg_rows, file_tables, strict=True)
+        ]
+    )
+    return _Joined(family, combined, rows)
+
+
+def _aligned(values: Any, paths: Any) -> bool:
+    """Whether ``values`` and ``paths`` are the same, row by row (one comparison per row)."""
+    return (
+        len(paths) == len(values)
+        and paths.null_count == 0
+        and values.null_count == 0
+        and pc.all(pc.equal(paths, values)).as_py() is not False
+    )
+
+
+def _positions_in(values: pa.Array, paths: pa.Array) -> pa.Array:
+    """For each of ``values``, a position in ``paths`` holding the same value (null where
+    none does).
+
+    Records are written in the order of their segment's files, and a snapshot often lists its
+    files in the order they were indexed, so the common case is a plain alignment, checked
+    cheaply instead of hashing every path.
     """
-    paths = _array(table.column("path"))
-    if len(paths) == len(values) and pc.all(pc.equal(paths, values)).as_py():
-        return pa.array(range(len(values)), pa.int64())
-    return pc.index_in(values, value_set=paths)
+    return _arange(len(values)) if _aligned(values, paths) else pc.index_in(values, value_set=paths)
+
+
+def _take(values: Any, rows: pa.Array | None) -> Any:
+    return values if rows is None else pc.take(values, rows)
 
 
 def _pivot(
     indexed: pa.Table,
-    records: dict[str, pa.Table],
+    joined: dict[str, _Joined],
     wanted_cols: list[str],
     files: Iterable[FileKey] | pa.Table | None,
 ) -> pa.Table:
-    indexed_paths = _array(indexed.column("path"))
+    indexed_paths = indexed.column("path")
+    pos: pa.Array | None = None  # per output row its indexed file; None: row i is file i
     if files is not None:
         if isinstance(files, pa.Table):  # columns path, size, version: no objects per file
             paths = _array(files.column("path"))
@@ -631,59 +823,49 @@ def _pivot(
             sizes = pa.array([k.size for k in keys], pa.int64())
             versions = pa.array([k.version for k in keys], pa.string())
         if indexed.num_rows:
-            pos = pc.index_in(paths, value_set=indexed_paths)
-            same = pc.and_(
-                pc.equal(pc.take(indexed.column("size"), pos), sizes),
-                pc.equal(pc.fill_null(pc.take(indexed.column("version"), pos), ""), versions),
+            if not _aligned(paths, indexed_paths):
+                pos = pc.index_in(paths, value_set=_array(indexed_paths))
+            same = pc.fill_null(
+                pc.and_(
+                    pc.equal(_take(indexed.column("size"), pos), sizes),
+                    pc.equal(pc.fill_null(_take(indexed.column("version"), pos), ""), versions),
+                ),
+                False,
             )
             # a file indexed with another size or version is not indexed (unknown: kept)
-            pos = pc.if_else(pc.fill_null(same, False), pos, pa.scalar(None, pos.type))
+            if pos is not None or pc.all(same).as_py() is False:
+                found = _arange(len(paths)) if pos is None else pos
+                pos = pc.if_else(same, found, pa.scalar(None, found.type))
         else:
-            pos = pa.nulls(len(paths), pa.int32())
+            pos = pa.nulls(len(paths), pa.int64())
         out = {
             "path": paths,
             "size": sizes,
             "version": versions,
-            "row_count": pc.take(indexed.column("row_count"), pos),
+            "row_count": _take(indexed.column("row_count"), pos),
         }
+        n = len(paths)
     else:
-        pos = pa.array(range(indexed.num_rows), pa.int64())
         out = {name: indexed.column(name) for name in ("path", "size", "version", "row_count")}
-    n = len(pos)
+        n = indexed.num_rows
     for name in wanted_cols:
-        recs = records.get(name.lower(), _empty(RECORD_SCHEMA))
-        if recs.num_rows and indexed.num_rows:
-            rec_pos = pc.take(_positions_in(indexed_paths, recs), pos)
+        col = joined[name.lower()]
+        if pos is None or col.rows is None:
+            rows = pos if col.rows is None else col.rows
         else:
-            rec_pos = pa.nulls(n, pa.int32())
-        family = _choose_family(recs)
-        if family is None:
+            rows = pc.take(col.rows, pos)
+        if col.family is None:
             lo = hi = pa.nulls(n, pa.null())
         else:
-            suffix = _SUFFIX[family]
-            same = pc.fill_null(pc.equal(recs.column("family"), family), False)
-            lo_col, hi_col = recs.column(f"min_{suffix}"), recs.column(f"max_{suffix}")
-            lo = pc.take(pc.if_else(same, lo_col, pa.scalar(None, lo_col.type)), rec_pos)
-            hi = pc.take(pc.if_else(same, hi_col, pa.scalar(None, hi_col.type)), rec_pos)
-            if family == "decimal":
+            lo, hi = _take(col.values.column("min"), rows), _take(col.values.column("max"), rows)
+            if col.family == "decimal":
                 lo, hi = _decimal_arrays(lo, hi)
         out[f"{name}__min"] = lo
         out[f"{name}__max"] = hi
-        out[f"{name}__nulls"] = pc.take(recs.column("null_count"), rec_pos)
-        out[f"{name}__values"] = pc.take(recs.column("value_count"), rec_pos)
-        out[f"{name}__nans"] = pc.take(recs.column("nan_count"), rec_pos)
+        out[f"{name}__nulls"] = _take(col.values.column("null_count"), rows)
+        out[f"{name}__values"] = _take(col.values.column("value_count"), rows)
+        out[f"{name}__nans"] = _take(col.values.column("nan_count"), rows)
     return pa.Table.from_arrays([_array(v) for v in out.values()], names=list(out))
-
-
-def _choose_family(recs: pa.Table) -> str | None:
-    """The most common value family among the records (ties: alphabetical)."""
-    counts = Counter()
-    for item in pc.value_counts(recs.column("family")).to_pylist():
-        if item["values"] in _SUFFIX:
-            counts[item["values"]] = item["counts"]
-    if not counts:
-        return None
-    return max(sorted(counts), key=lambda f: counts[f])
 
 
 def _decimal_arrays(lo: Any, hi: Any) -> tuple[pa.Array, pa.Array]:

@@ -8,11 +8,11 @@ The steps, as in Hudi's data skipping, with Iceberg's inclusive rules:
    unknown statistic means "might match".
 3. Data files the index does not cover stay candidates.
 4. A slice (partition, bucket: originals, base, deltas, delete deltas) is kept when any of its
-   data files is a candidate: one set lookup per file. A kept slice is kept whole; with
-   ``granularity="file"`` its non-candidate base and delta files are dropped too (in Hive 3 an
-   update rewrites the whole row into a delta, so no row is split across files), while its
-   original files stay all or nothing (their synthetic row ids count the rows of the earlier
-   ones) and its delete deltas always travel with it.
+   data files is a candidate, found vectorised (the distinct slices of the candidate files).
+   A kept slice is kept whole; with ``granularity="file"`` its non-candidate base and delta
+   files are dropped too (in Hive 3 an update rewrites the whole row into a delta, so no row
+   is split across files), while its original files stay all or nothing (their synthetic row
+   ids count the rows of the earlier ones) and its delete deltas always travel with it.
 
 The manifest lists the kept slices with their files, the write-id list, the normalised predicate
 and the metrics; it is written as JSON, JSON lines (``.jsonl``) or Parquet (``.parquet``).
@@ -20,11 +20,13 @@ and the metrics; it is written as JSON, JSON lines (``.jsonl``) or Parquet (``.p
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain, islice, repeat
 from typing import Any
 
 import pyarrow as pa
@@ -32,11 +34,18 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
-from ..acid.listing import resolve_filesystem
+from ..acid.listing import location_uri, resolve_filesystem
 from ..acid.schema import table_schema
-from ..acid.snapshot import BucketSlice, DataFile, FileRole, TableSnapshot, resolve_snapshot
+from ..acid.snapshot import (
+    BucketSlice,
+    DataFile,
+    FileRole,
+    PartitionSnapshot,
+    TableSnapshot,
+    resolve_snapshot,
+)
 from .evaluator import might_match
-from .index import FileKey, refresh
+from .index import FileKey, _arange, refresh
 from .index import read as read_index
 from .predicates import (
     AlwaysTrue,
@@ -263,32 +272,124 @@ def _with_partition_columns(
     return table
 
 
-def _relative(root: str, path: str) -> str:
-    prefix = root.rstrip("/") + "/"
-    return path[len(prefix) :] if path.startswith(prefix) else path
-
-
-def _kept_files(
-    s: BucketSlice, candidates: set[str], granularity: str, root: str
-) -> tuple[ManifestFile, ...]:
-    def entry(f: DataFile) -> ManifestFile:
-        return ManifestFile(
-            _relative(root, f.path),
-            f.file.size,
-            f.role.value,
-            f.path in candidates or f.role is FileRole.DELETE_DELTA,
-        )
-
-    if granularity == "slice":
-        return tuple(entry(f) for f in s.files)
-    originals = s.original_files if any(f.path in candidates for f in s.original_files) else ()
-    others = tuple(f for f in s.base_files + s.delta_files if f.path in candidates)
-    return tuple(entry(f) for f in originals + others + s.delete_delta_files)
-
-
 def file_key(data_file: DataFile) -> FileKey:
     """The index key of a snapshot file (path, size, and its version on storage)."""
     return FileKey(data_file.path, data_file.file.size, data_file.file.version or "")
+
+
+_ROLE_NAMES = {role: role.value for role in FileRole}
+
+
+@dataclass(frozen=True)
+class _SnapshotColumns:
+    """The snapshot in columns. Per slice of a kept partition: its partition's position, its
+    own position in that partition and its number of data files; per data file of those
+    slices, in order: path, size and version ("" for none). Totals over every slice, for the
+    metrics."""
+
+    slice_partition: pa.Array
+    slice_position: pa.Array
+    counts: pa.Array
+    paths: pa.Array
+    sizes: pa.Array
+    versions: pa.Array
+    slices_total: int
+    files_total: int
+    other_bytes: int  # every file's bytes but the kept partitions' data files'
+
+    @classmethod
+    def collect(cls, parts: Sequence[PartitionSnapshot], kept: Sequence[bool]) -> _SnapshotColumns:
+        """One loop over the slices, touching each file once: a million files are a million
+        objects scattered in memory, and every further pass over them costs about as much
+        again. The Python lists become Arrow arrays before anything else allocates, so no
+        garbage collection pass visits their million items."""
+        kept_parts: list[int] = []
+        slices_per_part: list[int] = []
+        counts: list[int] = []
+        paths: list[str] = []
+        sizes: list[int] = []
+        versions: list[str | None] = []
+        add_count, add_path = counts.append, paths.append
+        add_size, add_version = sizes.append, versions.append
+        other_files = other_bytes = slices_total = 0
+        for i, (part, keep) in enumerate(zip(parts, kept, strict=True)):
+            slices_total += len(part.slices)
+            if keep:
+                kept_parts.append(i)
+                slices_per_part.append(len(part.slices))
+                for s in part.slices:
+                    n = 0
+                    for group in (s.original_files, s.base_files, s.delta_files):
+                        n += len(group)
+                        for f in group:
+                            stored = f.file
+                            add_path(stored.path)
+                            add_size(stored.size)
+                            add_version(stored.version)
+                    add_count(n)
+                    for f in s.delete_delta_files:
+                        other_bytes += f.file.size
+            else:
+                for s in part.slices:
+                    for group in (s.original_files, s.base_files, s.delta_files):
+                        other_files += len(group)
+                        for f in group:
+                            other_bytes += f.file.size
+                    for f in s.delete_delta_files:
+                        other_bytes += f.file.size
+        per_part = pa.array(slices_per_part, pa.int64())
+        rank = _owners(per_part)  # per slice, the rank of its partition among the kept ones
+        first = pc.subtract(pc.cumulative_sum(per_part), per_part)  # each one's first slice
+        return cls(
+            slice_partition=pc.take(pa.array(kept_parts, pa.int64()), rank),
+            slice_position=pc.subtract(_arange(len(rank)), pc.take(first, rank)),
+            counts=pa.array(counts, pa.int64()),
+            paths=pa.array(paths, pa.string()),
+            sizes=pa.array(sizes, pa.int64()),
+            versions=pc.fill_null(pa.array(versions, pa.string()), ""),
+            slices_total=slices_total,
+            files_total=len(paths) + other_files,
+            other_bytes=other_bytes,
+        )
+
+
+def _owners(counts: pa.Array) -> pa.Array:
+    """For ``counts[i]`` items owned by owner i, in owner order: each item's owner (int64)."""
+    offsets = pc.cumulative_sum(pa.concat_arrays([pa.array([0], pa.int64()), counts]))
+    lists = pa.LargeListArray.from_arrays(offsets, pa.nulls(offsets[-1].as_py()))
+    return pc.list_parent_indices(lists)
+
+
+def _kept_slice(
+    part: PartitionSnapshot,
+    s: BucketSlice,
+    flags: list[bool],
+    granularity: str,
+    prefix: str,
+) -> KeptSlice:
+    """A kept slice's manifest entry; ``flags`` tells which of its data files are candidates."""
+    data = s.original_files + s.base_files + s.delta_files
+    chosen: Iterable[tuple[DataFile, bool]] = zip(data, flags, strict=True)
+    if granularity == "file":
+        # originals all or nothing (their row ids count the earlier ones); the rest by file
+        n_orig = len(s.original_files)
+        originals = any(flags[:n_orig])
+        chosen = [(f, c) for i, (f, c) in enumerate(chosen) if c or (i < n_orig and originals)]
+    cut = len(prefix)
+    entries = []
+    for f, candidate in chain(chosen, zip(s.delete_delta_files, repeat(True))):
+        path = f.file.path
+        entries.append(
+            ManifestFile(
+                path[cut:] if path.startswith(prefix) else path,
+                f.file.size,
+                _ROLE_NAMES[f.role],
+                candidate,
+            )
+        )
+    return KeptSlice(
+        s.key, part.partition.path, part.partition.as_dict(), s.bucket_id, tuple(entries)
+    )
 
 
 def build_manifest(
@@ -313,33 +414,28 @@ def build_manifest(
     part_table = pa.table({"row_count": pa.nulls(len(parts), pa.int64())})
     part_table = _with_partition_columns(part_table, part_values, None)
     part_kept = might_match(expr, part_table, schema).to_pylist() if parts else []
-    kept_index = [i for i, keep in enumerate(part_kept) if keep]
-    kept_parts = [parts[i] for i in kept_index]
+
+    # One pass over the slices: the kept partitions' data files in columns, and the totals.
+    snap = _SnapshotColumns.collect(parts, part_kept)
+    n_files = len(snap.paths)
+    paths, sizes = snap.paths, snap.sizes
+    file_slice = _owners(snap.counts)  # per data file, its slice (an index into snap's)
 
     # 2. the index, for the queried columns and the kept partitions' data files only
-    files = [f for p in kept_parts for s in p.slices for f in s.data_files]
-    paths = pa.array([f.file.path for f in files], pa.string())
-    file_partition = pa.array(
-        [i for i in kept_index for s in parts[i].slices for _ in s.data_files], pa.int64()
-    )
     index_started = time.perf_counter()
-    if index_uri and files and columns:
-        keys_table = pa.table(
-            {
-                "path": paths,
-                "size": pa.array([f.file.size for f in files], pa.int64()),
-                "version": pa.array([f.file.version or "" for f in files], pa.string()),
-            }
-        )
+    if index_uri and n_files and columns:
+        keys_table = pa.table({"path": paths, "size": sizes, "version": snap.versions})
         stats = read_index(index_uri, columns, keys_table, storage_options=index_storage_options)
     else:
-        stats = pa.table({"path": paths, "row_count": pa.nulls(len(files), pa.int64())})
+        stats = pa.table({"path": paths, "row_count": pa.nulls(n_files, pa.int64())})
     index_seconds = time.perf_counter() - index_started
     evaluate_started = time.perf_counter()
     row_counts = stats.column("row_count").combine_chunks()
+    file_partition = pc.take(snap.slice_partition, file_slice)
     file_values = {k: pc.take(v, file_partition) for k, v in part_values.items()}
     stats = _with_partition_columns(stats, file_values, row_counts)
-    mask = might_match(expr, stats, schema) if files else pa.array([], pa.bool_())
+    mask = might_match(expr, stats, schema) if n_files else pa.array([], pa.bool_())
+    mask = pc.fill_null(mask, True)  # might_match gives no nulls; unknown would mean kept
     evaluate_seconds = time.perf_counter() - evaluate_started
 
     # 3. files the index does not cover are candidates (their stats are all null)
@@ -348,34 +444,32 @@ def build_manifest(
     elif index_uri:
         not_indexed = stats.column("row_count").null_count
     else:
-        not_indexed = len(files)
-    candidates = set(pc.filter(paths, mask).to_pylist())
+        not_indexed = n_files
 
-    # 4. slices: kept when any data file is a candidate (a set lookup per file)
-    kept: list[KeptSlice] = []
-    for part in kept_parts:
-        for s in part.slices:
-            if any(f.path in candidates for f in s.data_files):
-                kept.append(
-                    KeptSlice(
-                        s.key,
-                        part.partition.path,
-                        part.partition.as_dict(),
-                        s.bucket_id,
-                        _kept_files(s, candidates, granularity, snapshot.root),
-                    )
-                )
-    all_data = [f for s in snapshot.slices for f in s.data_files]
+    # 4. slices: kept when any data file is a candidate, found vectorised (the slices of the
+    # candidate files); then each kept slice with its files and their candidate flags
+    kept_slices = pc.unique(pc.filter(file_slice, mask))  # ascending, as file_slice is
+    flags = iter(pc.filter(mask, pc.is_in(file_slice, value_set=kept_slices)).to_pylist())
+    prefix = snapshot.root.rstrip("/") + "/"
+    kept = [
+        _kept_slice(parts[p], parts[p].slices[j], list(islice(flags, n)), granularity, prefix)
+        for p, j, n in zip(
+            pc.take(snap.slice_partition, kept_slices).to_pylist(),
+            pc.take(snap.slice_position, kept_slices).to_pylist(),
+            pc.take(snap.counts, kept_slices).to_pylist(),
+            strict=True,
+        )
+    ]
     metrics = PruningMetrics(
         partitions_total=len(parts),
         partitions_kept=len({k.partition for k in kept}),
-        slices_total=len(snapshot.slices),
+        slices_total=snap.slices_total,
         slices_kept=len(kept),
-        files_total=len(all_data),
-        files_candidate=len(candidates),
+        files_total=snap.files_total,
+        files_candidate=pc.sum(mask.cast(pa.int64())).as_py() or 0,
         files_not_indexed=not_indexed,
-        bytes_total=sum(s.size for s in snapshot.slices),
-        bytes_kept=sum(k.size for k in kept),
+        bytes_total=(pc.sum(sizes).as_py() or 0) + snap.other_bytes,
+        bytes_kept=sum(f.size for k in kept for f in k.files),
         index_read_seconds=index_seconds,
         evaluate_seconds=evaluate_seconds,
         manifest_seconds=time.perf_counter() - started,
@@ -439,7 +533,7 @@ def compute_manifest(
     bound = bind(expr, bound_schema)
     if refresh and index_uri:
         refresh_index(snapshot, fs, index_uri, index_storage_options=index_storage_options)
-    return build_manifest(
+    manifest = build_manifest(
         snapshot,
         bound,
         bound_schema,
@@ -447,6 +541,8 @@ def compute_manifest(
         granularity=granularity,
         index_storage_options=index_storage_options,
     )
+    # Whoever compacts the manifest opens the table again: keep its protocol (s3://...).
+    return dataclasses.replace(manifest, table=location_uri(fs, snapshot.root))
 
 
 # -- storage ---------------------------------------------------------------------------------

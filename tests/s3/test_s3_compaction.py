@@ -1,0 +1,275 @@
+"""Compaction on a real S3-compatible server: read back row for row, pruning with an index on
+S3, a failed upload that commits nothing, and what planning costs in listings."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+from hive_fixtures import arrange_fixture_table
+from pyarrow.fs import FSSpecHandler, PyFileSystem
+
+from airflow_provider_acid.acid.commit import commit_snapshot, latest_snapshot
+from airflow_provider_acid.acid.compaction import CompactionOptions, compact_table, plan_snapshot
+from airflow_provider_acid.pruning.manifest import compute_manifest, write_manifest
+from airflow_provider_acid.pruning.snapshots import (
+    compact_manifest,
+    compact_planned_slice,
+    plan_from_manifest,
+)
+from airflow_provider_acid.testing import generate_demo_table
+
+#: Requests that change objects: a re-run of a committed snapshot makes none of them.
+WRITES = {
+    "PutObject",
+    "CreateMultipartUpload",
+    "UploadPart",
+    "CompleteMultipartUpload",
+    "DeleteObject",
+    "DeleteObjects",
+}
+
+
+def key_of(url: str) -> str:
+    """The s3fs path of a URL: ``bucket/key``."""
+    return url.removeprefix("s3://")
+
+
+def object_key(url: str) -> str:
+    """The object key of a URL within its bucket (what the server's request log shows)."""
+    return key_of(url).partition("/")[2]
+
+
+def read_back(s3, out_url: str) -> pa.Table:
+    """The output folder as a plain ``pyarrow.dataset`` read over s3fs sees it (paths starting
+    with ``_`` or ``.`` are left out, as pyarrow does by default)."""
+    s3.fs.invalidate_cache()
+    filesystem = PyFileSystem(FSSpecHandler(s3.fs))
+    return ds.dataset(key_of(out_url), format="parquet", filesystem=filesystem).to_table()
+
+
+def read_local(out: Path) -> pa.Table:
+    return ds.dataset(str(out), format="parquet").to_table()
+
+
+def in_order(table: pa.Table) -> pa.Table:
+    """Rows sorted on every column, so two tables compare row for row."""
+    return table.sort_by([(name, "ascending") for name in table.column_names])
+
+
+def objects(s3, url: str) -> dict[str, str]:
+    """Every object under ``url``: key -> ETag (a fresh listing, no cache)."""
+    s3.fs.invalidate_cache()
+    found = s3.fs.find(key_of(url), detail=True)
+    return {name: info["ETag"] for name, info in found.items()}
+
+
+def visible_data_files(s3, out_url: str) -> set[str]:
+    prefix = key_of(out_url) + "/"
+    return {
+        name.removeprefix(prefix)
+        for name in objects(s3, out_url)
+        if name.endswith(".parquet")
+        and not any(p.startswith(("_", ".")) for p in name.removeprefix(prefix).split("/"))
+    }
+
+
+def assert_a_rerun_writes_nothing(s3, table_url: str, out_url: str, first, **kwargs) -> None:
+    before = objects(s3, out_url)
+    with s3.requests.recording() as seen:
+        again = compact_table(table_url, out_url, storage_options=s3.storage_options, **kwargs)
+    assert (again.snapshot_id, again.newly_committed) == (first.snapshot_id, False)
+    assert again.buckets == first.buckets
+    assert not WRITES & {r.operation for r in seen}, Counter(r.operation for r in seen)
+    assert objects(s3, out_url) == before
+
+
+@pytest.fixture(scope="module")
+def nation(s3_server, tmp_path_factory) -> tuple[Path, str]:
+    """The nation fixture table on disk and on the server (read-only): (local, url)."""
+    local = arrange_fixture_table("nation", tmp_path_factory.mktemp("nation") / "nation")
+    return local, s3_server.upload_table(local, s3_server.url("nation"))
+
+
+@pytest.fixture(scope="module")
+def demo(s3_server, tmp_path_factory):
+    """A generated partitioned table (2 partitions x 4 buckets: base, insert deltas, deletes,
+    an update) on disk and on the server (read-only): (writer, url)."""
+    local = tmp_path_factory.mktemp("demo") / "demo"
+    writer = generate_demo_table(str(local), rows_per_bucket=300)
+    return writer, s3_server.upload_table(local, s3_server.url("demo"))
+
+
+# -- 1. a full compaction, read back from S3 ---------------------------------------------------
+
+
+def test_nation_compacted_on_s3_reads_back_like_the_local_compaction(s3, nation, tmp_path):
+    local, url = nation
+    out = s3.url("nation-snap")
+
+    result = compact_table(url, out, storage_options=s3.storage_options)
+    reference = compact_table(str(local), str(tmp_path / "out"))
+
+    got = read_back(s3, out)
+    assert got.num_rows == 23_000
+    assert in_order(got).equals(in_order(read_local(tmp_path / "out")))
+    assert result.totals() == reference.totals()
+    assert result.newly_committed and result.table == url  # with its protocol: re-openable
+    # The commit point and the markers are objects beside the data files ...
+    snapshot_dir = f"{key_of(out)}/_snapshots/{result.snapshot_id}"
+    assert json.loads(s3.fs.cat_file(f"{snapshot_dir}/manifest.json")) == result.to_dict()
+    assert s3.fs.exists(f"{snapshot_dir}/_SUCCESS") and s3.fs.exists(f"{snapshot_dir}/plan.json")
+    pointer = json.loads(s3.fs.cat_file(f"{key_of(out)}/_SUCCESS"))
+    assert pointer["snapshot_id"] == result.snapshot_id
+    # ... and the data files outside hidden paths are exactly the snapshot's.
+    assert visible_data_files(s3, out) == {f.path for f in result.files}
+    latest = latest_snapshot(out, storage_options=s3.storage_options)
+    assert latest is not None and latest.snapshot_id == result.snapshot_id
+
+    assert_a_rerun_writes_nothing(s3, url, out, result)
+
+
+def test_a_generated_table_compacted_on_s3_holds_exactly_the_expected_rows(s3, demo):
+    writer, url = demo
+    out = s3.url("demo-snap")
+    write_ids = writer.valid_write_ids()
+    options = CompactionOptions(max_workers=2, target_file_size=4096, row_group_rows=100)
+
+    result = compact_table(
+        url, out, write_ids=write_ids, storage_options=s3.storage_options, options=options
+    )
+
+    got = read_back(s3, out)
+    expected = writer.expected_rows()
+    assert got.num_rows == expected.num_rows == result.rows_written
+    # timestamps are written in microseconds and dt is typed as a date: compare in those types
+    assert in_order(got).equals(in_order(expected.cast(got.schema)))
+    assert len(result.buckets) == 8 and len(result.files) > len(result.buckets)  # rolled over
+    assert visible_data_files(s3, out) == {f.path for f in result.files}
+
+    assert_a_rerun_writes_nothing(s3, url, out, result, write_ids=write_ids, options=options)
+
+
+# -- 2. the column-stats index and a slice manifest on S3 --------------------------------------
+
+
+def test_the_index_and_a_manifest_on_s3_prune_and_compact(s3, nation, tmp_path):
+    local, url = nation
+    out = s3.url("pruned")
+    index = f"{out}/_index"
+    options = {"storage_options": s3.storage_options, "index_storage_options": s3.storage_options}
+
+    kept = compute_manifest(url, "n_nationkey = 5", index_uri=index, refresh=True, **options)
+    pruned = compute_manifest(url, "n_nationkey = 100", index_uri=index, **options)
+
+    assert kept.slice_keys == ["#0"] and kept.metrics.files_not_indexed == 0
+    assert pruned.slice_keys == [] and pruned.metrics.skipping_ratio == 1.0
+    assert any(name.endswith(".parquet") for name in objects(s3, index))
+
+    # A manifest written to S3 and compacted from there: only its rows, filtered.
+    where = "n_nationkey <= 7"
+    manifest = compute_manifest(url, where, index_uri=index, **options)
+    assert manifest.table == url  # what the compaction opens again, protocol and all
+    manifest_uri = f"{out}/manifests/run.json"
+    write_manifest(manifest, manifest_uri, s3.storage_options)
+    snapshot = s3.url("pruned-snap")
+    result = compact_manifest(manifest_uri, snapshot, storage_options=s3.storage_options)
+
+    reference = compact_manifest(
+        compute_manifest(str(local), where), str(tmp_path / "out"), options=CompactionOptions()
+    )
+    got = read_back(s3, snapshot)
+    assert sorted(set(got["n_nationkey"].to_pylist())) == [0, 1, 2, 3, 4, 6, 7]
+    assert in_order(got).equals(in_order(read_local(tmp_path / "out")))
+    assert result.totals() == reference.totals()
+
+
+def test_the_fan_out_steps_on_s3_commit_what_one_process_commits(s3, nation):
+    """What the mapped Airflow tasks do: plan once, each slice from the plan alone (a worker
+    opens the table again from ``plan.table``), then commit the plain-data results."""
+    _, url = nation
+    out = s3.url("fan-out")
+    manifest_uri = f"{s3.url('manifests')}/run.json"
+    options = {"storage_options": s3.storage_options}
+    write_manifest(compute_manifest(url, "n_nationkey > 20", **options), manifest_uri, **options)
+
+    plan = plan_from_manifest(manifest_uri, out, **options)
+    assert plan.table == url and plan.keys_to_compute == ("#0",)
+    results = [
+        compact_planned_slice(out, plan.snapshot_id, key, **options).to_dict()
+        for key in plan.keys_to_compute
+    ]
+    committed = commit_snapshot(out, plan.snapshot_id, results, **options)
+
+    assert sorted(set(read_back(s3, out)["n_nationkey"].to_pylist())) == [21, 22, 23, 24]
+    in_one_process = compact_manifest(manifest_uri, out, **options)
+    assert (in_one_process.snapshot_id, in_one_process.newly_committed) == (
+        committed.snapshot_id,
+        False,
+    )
+
+
+# -- 3. a failed upload commits nothing --------------------------------------------------------
+
+
+@pytest.mark.parametrize("refused", ["a data file", "the manifest"])
+def test_a_refused_upload_commits_nothing_and_a_re_run_commits(s3, demo, refused):
+    writer, url = demo
+    out = s3.url("refused")
+    options = CompactionOptions(max_workers=2)
+    plan = plan_snapshot(url, out, storage_options=s3.storage_options, options=options)
+    sid = plan.snapshot_id
+    target = f"{out}/" + (
+        f"dt=2024-01-02/part-{sid}-00001-0000.parquet"
+        if refused == "a data file"
+        else f"_snapshots/{sid}/manifest.json"
+    )
+    key = object_key(target)
+
+    with s3.requests.recording() as seen, s3.fail("PutObject", key) as failed:
+        with pytest.raises(PermissionError):
+            compact_table(url, out, storage_options=s3.storage_options, options=options)
+
+    assert [r.key for r in failed] == [key]
+    assert [r.key for r in seen if r.operation == "PutObject" and r.key == key] == [key]
+    left = objects(s3, out)
+    assert key_of(target) not in left
+    assert not [name for name in left if name.endswith(("/manifest.json", "/_SUCCESS"))]
+    assert latest_snapshot(out, storage_options=s3.storage_options) is None
+    if refused == "the manifest":  # every part was written and verified, then not committed
+        assert len(visible_data_files(s3, out)) == 8
+
+    result = compact_table(url, out, storage_options=s3.storage_options, options=options)
+
+    assert (result.snapshot_id, result.newly_committed) == (sid, True)
+    assert key_of(target) in objects(s3, out)
+    assert visible_data_files(s3, out) == {f.path for f in result.files}  # no leftover
+    got = read_back(s3, out)
+    assert in_order(got).equals(in_order(writer.expected_rows().cast(got.schema)))
+
+
+# -- 4. what planning costs in listings ----------------------------------------------------------
+
+
+def test_a_compaction_lists_the_table_once(s3, demo):
+    """Planning resolves the table with one recursive listing; the workers get the resolved
+    snapshot, so the only other requests on the table are the reads of its files."""
+    _, url = demo
+    table = object_key(url)
+
+    with s3.requests.recording() as seen:
+        result = compact_table(url, s3.url("listed"), storage_options=s3.storage_options)
+
+    assert {r.bucket for r in seen} == {s3.bucket}
+    on_table = [r for r in seen if (r.key or r.prefix or "").startswith(table + "/")]
+    listings = [r for r in on_table if r.operation.startswith("List")]
+    assert len(listings) == 1, [(r.operation, r.prefix) for r in listings]
+    (listing,) = listings
+    assert listing.operation == "ListObjectsV2" and not listing.is_continuation
+    assert (listing.prefix, listing.query["delimiter"]) == (table + "/", [""])  # recursive
+    assert {r.operation for r in on_table} == {"ListObjectsV2", "GetObject"}
+    assert len(result.buckets) == 8
