@@ -36,6 +36,20 @@ def predicate_row_filter(predicate: str | None, schema: pa.Schema) -> RowFilter 
     return lambda table: evaluate_rows(expr, table)
 
 
+class _BindOnFirstBatch:
+    """A row filter that binds its predicate to the schema of the batches it is given, so a
+    caller needs no schema (and no plan) up front; compaction batches share one schema."""
+
+    def __init__(self, predicate: str) -> None:
+        self.expr = parse_predicate(predicate)
+        self._bound: tuple[pa.Schema, Any] | None = None
+
+    def __call__(self, table: pa.Table) -> pa.Array:
+        if self._bound is None or not self._bound[0].equals(table.schema):
+            self._bound = (table.schema, bind(self.expr, table.schema))
+        return evaluate_rows(self._bound[1], table)
+
+
 def _filter_key(manifest: SliceManifest) -> str | None:
     return (
         None
@@ -106,15 +120,15 @@ def compact_manifest(
     """Plan, compact and commit a manifest's kept slices in one process."""
     manifest = _load(manifest, storage_options)
     options = options or CompactionOptions(partition_types=partition_types)
-    plan = plan_from_manifest(manifest, out_uri, storage_options=storage_options, options=options)
+    key = _filter_key(manifest)
     return compact_table(
         manifest.table,
         out_uri,
         write_ids=manifest.write_ids,
         txns=manifest.txns,
         slice_keys=manifest.slice_keys,
-        row_filter=plan_row_filter(plan),
-        row_filter_key=_filter_key(manifest),
+        row_filter=_BindOnFirstBatch(manifest.predicate) if key else None,
+        row_filter_key=key,
         storage_options=storage_options,
         options=options,
     )
