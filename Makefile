@@ -39,3 +39,14 @@ e2e: install
 e2e-distributed: install
 	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[test,benchmark,s3,e2e]'
 	$(BIN)/python scripts/e2e_distributed.py $(E2E_ARGS)
+
+# Validates docker-compose.yaml against Compose's own schema (no Docker engine needed): Debian's
+# docker-compose (v1.29) is installed when absent. tests/test_docker_compose.py checks the rest.
+.PHONY: compose-check
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
+
+compose-check:
+	command -v docker-compose >/dev/null || { $(SUDO) apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends docker-compose; }
+	docker-compose --file docker-compose.yaml config --quiet
+	@echo "docker-compose.yaml: valid ($$(docker-compose --file docker-compose.yaml config --services | wc -l) services)"
