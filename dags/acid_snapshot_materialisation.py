@@ -7,13 +7,7 @@ import os
 import pendulum
 from airflow.sdk import DAG, Asset, Param
 
-from airflow_provider_acid.operators.acid import (
-    AcidCommitSnapshotOperator,
-    AcidCompactOperator,
-    AcidPlanSnapshotOperator,
-    AcidPublishPruningMetricsOperator,
-    AcidSliceManifestOperator,
-)
+from airflow_provider_acid.operators.snapshot_tasks import acid_snapshot_tasks
 from airflow_provider_acid.sensors.acid import AcidDeltaSensor
 
 TABLE_URI = os.environ.get("ACID_TABLE_URI", "/tmp/acid-demo/table")
@@ -76,39 +70,11 @@ Settings: `ACID_TABLE_URI`, `ACID_OUTPUT_URI`, `ACID_CONN_ID` in the environment
         timeout=int(os.environ.get("ACID_SENSOR_TIMEOUT", 6 * 3600)),
         soft_fail=True,
     )
-    manifest = AcidSliceManifestOperator(
-        task_id="manifest",
+    snapshot = acid_snapshot_tasks(
         table_uri="{{ params.table_uri }}",
         output_uri="{{ params.output_uri }}",
         where="{{ params.predicate }}",
         acid_conn_id=CONN_ID,
-    )
-    plan = AcidPlanSnapshotOperator(
-        task_id="plan",
-        manifest=manifest.output,
-        output_uri="{{ params.output_uri }}",
-        acid_conn_id=CONN_ID,
-    )
-    compact = AcidCompactOperator.partial(
-        task_id="compact",
-        output_uri="{{ params.output_uri }}",
-        snapshot_id=plan.output["snapshot_id"],
-        acid_conn_id=CONN_ID,
-    ).expand(slice_key=plan.output)
-    commit = AcidCommitSnapshotOperator(
-        task_id="commit",
-        output_uri="{{ params.output_uri }}",
-        snapshot_id=plan.output["snapshot_id"],
-        bucket_results=compact.output,
-        acid_conn_id=CONN_ID,
         outlets=[SNAPSHOTS],
-        trigger_rule="none_failed_min_one_success",  # all slices reused: nothing mapped
     )
-    publish = AcidPublishPruningMetricsOperator(
-        task_id="publish_metrics",
-        manifest=manifest.output,
-        snapshot=commit.output,
-        acid_conn_id=CONN_ID,
-        trigger_rule="none_failed_min_one_success",
-    )
-    wait >> manifest
+    wait >> snapshot.first

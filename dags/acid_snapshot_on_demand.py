@@ -7,13 +7,7 @@ import os
 import pendulum
 from airflow.sdk import DAG, Param, conf, task
 
-from airflow_provider_acid.operators.acid import (
-    AcidCommitSnapshotOperator,
-    AcidCompactOperator,
-    AcidPlanSnapshotOperator,
-    AcidPublishPruningMetricsOperator,
-    AcidSliceManifestOperator,
-)
+from airflow_provider_acid.operators.snapshot_tasks import acid_snapshot_tasks
 from airflow_provider_acid.sensors.acid import AcidDeltaSensor
 
 DEFAULT_TABLE = os.environ.get("ACID_DEMO_TABLE_URI", os.environ.get("ACID_TABLE_URI", ""))
@@ -114,39 +108,11 @@ slices in mapped tasks, commit, and publish the metrics.
         poll_interval=5,
         timeout=3600,
     )
-    manifest = AcidSliceManifestOperator(
-        task_id="manifest",
+    snapshot = acid_snapshot_tasks(
         table_uri="{{ params.table_uri }}",
         output_uri="{{ params.output_uri }}",
         where=request["predicate"],
         valid_write_ids="{{ params.valid_write_ids }}",
         acid_conn_id=conn_id,
     )
-    plan = AcidPlanSnapshotOperator(
-        task_id="plan",
-        manifest=manifest.output,
-        output_uri="{{ params.output_uri }}",
-        acid_conn_id=conn_id,
-    )
-    compact = AcidCompactOperator.partial(
-        task_id="compact",
-        output_uri="{{ params.output_uri }}",
-        snapshot_id=plan.output["snapshot_id"],
-        acid_conn_id=conn_id,
-    ).expand(slice_key=plan.output)
-    commit = AcidCommitSnapshotOperator(
-        task_id="commit",
-        output_uri="{{ params.output_uri }}",
-        snapshot_id=plan.output["snapshot_id"],
-        bucket_results=compact.output,
-        acid_conn_id=conn_id,
-        trigger_rule="none_failed_min_one_success",
-    )
-    publish = AcidPublishPruningMetricsOperator(
-        task_id="publish_metrics",
-        manifest=manifest.output,
-        snapshot=commit.output,
-        acid_conn_id=conn_id,
-        trigger_rule="none_failed_min_one_success",
-    )
-    request >> wait >> manifest
+    request >> wait >> snapshot.first

@@ -1,0 +1,104 @@
+"""The snapshot chain as one call: manifest -> plan -> compact (mapped) -> commit -> metrics.
+
+Both example DAGs, and most DAGs that materialise a table, wire the same five tasks the same
+way. :func:`acid_snapshot_tasks` adds them to the DAG (or TaskGroup) being defined and returns
+them, so a DAG only adds what is its own: a sensor or a validation task before, outlets on the
+commit, anything after. Inside ``with TaskGroup("sales"):`` the task ids get the group's prefix,
+which lets one DAG materialise several tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_provider_acid.operators.acid import (
+    AcidCommitSnapshotOperator,
+    AcidCompactOperator,
+    AcidPlanSnapshotOperator,
+    AcidPublishPruningMetricsOperator,
+    AcidSliceManifestOperator,
+)
+
+# Every slice may be reused from the previous snapshot, leaving no mapped compact task; the
+# commit and the metrics still run then (and not when something failed).
+AFTER_MAPPED_COMPACTION = "none_failed_min_one_success"
+
+
+@dataclass(frozen=True)
+class AcidSnapshotTasks:
+    """The tasks :func:`acid_snapshot_tasks` added, first to last."""
+
+    manifest: AcidSliceManifestOperator
+    plan: AcidPlanSnapshotOperator
+    compact: Any  # the mapped AcidCompactOperator (an Airflow MappedOperator)
+    commit: AcidCommitSnapshotOperator
+    publish_metrics: AcidPublishPruningMetricsOperator
+
+    @property
+    def first(self) -> AcidSliceManifestOperator:
+        """Where upstream tasks attach: ``wait >> tasks.first``."""
+        return self.manifest
+
+    @property
+    def last(self) -> AcidPublishPruningMetricsOperator:
+        """Where downstream tasks attach: ``tasks.last >> notify``."""
+        return self.publish_metrics
+
+
+def acid_snapshot_tasks(
+    *,
+    table_uri: str,
+    output_uri: str,
+    where: Any = None,
+    valid_write_ids: str | None = None,
+    acid_conn_id: str | None = None,
+    outlets: Sequence[Any] = (),
+    manifest_kwargs: dict[str, Any] | None = None,
+    compact_kwargs: dict[str, Any] | None = None,
+) -> AcidSnapshotTasks:
+    """Add the snapshot chain to the DAG or TaskGroup being defined and return its tasks.
+
+    ``table_uri``, ``output_uri``, ``where``, ``valid_write_ids`` and ``acid_conn_id`` are
+    templated, as on the operators. ``outlets`` go on the commit task (which adds the asset
+    event with the snapshot id, rows and files). ``manifest_kwargs`` go to
+    :class:`AcidSliceManifestOperator` (e.g. ``partitions``, ``granularity``) and
+    ``compact_kwargs`` to the mapped :class:`AcidCompactOperator` (e.g. ``retries``, ``pool``).
+    """
+    manifest = AcidSliceManifestOperator(
+        task_id="manifest",
+        table_uri=table_uri,
+        output_uri=output_uri,
+        where=where,
+        valid_write_ids=valid_write_ids,
+        acid_conn_id=acid_conn_id,
+        **(manifest_kwargs or {}),
+    )
+    plan = AcidPlanSnapshotOperator(
+        task_id="plan", manifest=manifest.output, output_uri=output_uri, acid_conn_id=acid_conn_id
+    )
+    compact = AcidCompactOperator.partial(
+        task_id="compact",
+        output_uri=output_uri,
+        snapshot_id=plan.output["snapshot_id"],
+        acid_conn_id=acid_conn_id,
+        **(compact_kwargs or {}),
+    ).expand(slice_key=plan.output)
+    commit = AcidCommitSnapshotOperator(
+        task_id="commit",
+        output_uri=output_uri,
+        snapshot_id=plan.output["snapshot_id"],
+        bucket_results=compact.output,
+        acid_conn_id=acid_conn_id,
+        outlets=list(outlets),
+        trigger_rule=AFTER_MAPPED_COMPACTION,
+    )
+    publish_metrics = AcidPublishPruningMetricsOperator(
+        task_id="publish_metrics",
+        manifest=manifest.output,
+        snapshot=commit.output,
+        acid_conn_id=acid_conn_id,
+        trigger_rule=AFTER_MAPPED_COMPACTION,
+    )
+    return AcidSnapshotTasks(manifest, plan, compact, commit, publish_metrics)
