@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
+from fsspec.spec import AbstractBufferedFile
 
 from .commit import (
     BucketResult,
@@ -598,12 +599,26 @@ class _RollingParquetWriter:
         return tuple(self.files)
 
     def abort(self) -> None:
-        if self._writer is not None:
-            try:
-                self._writer.close()
-                self._handle.close()
-            except Exception:  # noqa: BLE001 - cleaning up after another error
-                pass
+        """Drop the file being written, after another error: none of it is completed on
+        storage. An upload in parts (s3fs and other buffered filesystems) is discarded, which
+        aborts an S3 multipart upload instead of completing it; a local or in-memory file is
+        closed and removed. Files already closed stay: the commit lists or removes them."""
+        writer, handle, self._writer, self._handle = self._writer, self._handle, None, None
+        if writer is None:
+            return
+        try:
+            writer.close()  # only into the handle's buffer, or a part the discard drops
+        except Exception:  # noqa: BLE001 - cleaning up after another error
+            pass
+        try:
+            if isinstance(handle, AbstractBufferedFile):
+                handle.discard()
+                handle.closed = True  # never flushed: closing would complete the upload
+            else:
+                handle.close()
+                self.fs.rm_file(self._absolute(self._path))
+        except Exception:  # noqa: BLE001 - cleaning up after another error
+            pass
 
 
 def dictionary_columns(table: pa.Table, max_ratio: float = 0.5, sample: int = 16_384) -> list[str]:

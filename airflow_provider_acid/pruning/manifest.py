@@ -552,7 +552,8 @@ def write_manifest(
     manifest: SliceManifest, uri: str, storage_options: dict[str, Any] | None = None
 ) -> str:
     """Write as JSON, JSON lines (``.jsonl``: header line, then a slice a line) or Parquet
-    (``.parquet``: a row per file, the header in the schema metadata). Returns the path."""
+    (``.parquet``: a row per file, the header in the schema metadata). Returns its URI
+    (``s3://...`` on S3, a plain path locally)."""
     fs, path = resolve_filesystem(uri, storage_options=storage_options)
     parent = path.rsplit("/", 1)[0]
     if parent:
@@ -586,7 +587,7 @@ def write_manifest(
     else:
         with fs.open(path, "w") as handle:
             json.dump(manifest.to_dict(), handle, indent=1)
-    return path
+    return location_uri(fs, path)
 
 
 _PARQUET_SCHEMA = pa.schema(

@@ -35,6 +35,7 @@ from airflow_provider_acid.acid.compaction import (
     compact_table,
     plan_snapshot,
 )
+from airflow_provider_acid.acid.rows import AcidFormatError
 from airflow_provider_acid.testing.table_writer import AcidTableWriter
 
 REPO = Path(__file__).resolve().parents[2]
@@ -190,6 +191,24 @@ def test_leftovers_of_failed_attempts_are_removed_before_the_commit(tmp_path):
     assert result.snapshot_id == plan.snapshot_id
     assert not stray.exists() and not orphan.exists()
     assert visible_data_files(out) == {f.path for f in result.files}
+
+
+def test_an_unreadable_source_file_fails_the_bucket_and_leaves_no_partial_file(tmp_path):
+    table = make_table(tmp_path / "t", rows_per_partition=400)
+    table.insert([{"id": 1000 + i, "name": "late", "p": "a"} for i in range(50)])
+    later = next((tmp_path / "t" / "p=a").glob("delta_0000003_*/bucket_00000"))
+    data = later.read_bytes()
+    later.write_bytes(data[:3] + bytes(len(data) - 3))  # the base's rows are read first
+    out = tmp_path / "out"
+    options = CompactionOptions(batch_rows=40, row_group_rows=40, max_workers=1)
+
+    with pytest.raises(
+        AcidFormatError, match="delta_0000003_0000003_0000/bucket_00000: not a readable"
+    ):
+        compact_table(table.root, str(out), options=options)
+
+    assert latest_snapshot(str(out)) is None
+    assert not list(out.rglob("*.parquet"))  # the rows written before the error went too
 
 
 KILLED_RUN = textwrap.dedent(

@@ -69,6 +69,10 @@ class S3Request:
             return "CreateMultipartUpload"
         if m == "PUT" and "partNumber" in q:
             return "UploadPart"
+        if m == "DELETE" and "uploadId" in q:
+            return "AbortMultipartUpload"
+        if m == "POST" and "uploadId" in q:
+            return "CompleteMultipartUpload"
         return {
             "GET": "GetObject",
             "HEAD": "HeadObject",

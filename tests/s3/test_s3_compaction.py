@@ -175,9 +175,10 @@ def test_the_index_and_a_manifest_on_s3_prune_and_compact(s3, nation, tmp_path):
     manifest = compute_manifest(url, where, index_uri=index, **options)
     assert manifest.table == url  # what the compaction opens again, protocol and all
     manifest_uri = f"{out}/manifests/run.json"
-    write_manifest(manifest, manifest_uri, s3.storage_options)
+    written = write_manifest(manifest, manifest_uri, s3.storage_options)
+    assert written == manifest_uri  # s3://bucket/..., openable by another process
     snapshot = s3.url("pruned-snap")
-    result = compact_manifest(manifest_uri, snapshot, storage_options=s3.storage_options)
+    result = compact_manifest(written, snapshot, storage_options=s3.storage_options)
 
     reference = compact_manifest(
         compute_manifest(str(local), where), str(tmp_path / "out"), options=CompactionOptions()
@@ -273,3 +274,51 @@ def test_a_compaction_lists_the_table_once(s3, demo):
     assert (listing.prefix, listing.query["delimiter"]) == (table + "/", [""])  # recursive
     assert {r.operation for r in on_table} == {"ListObjectsV2", "GetObject"}
     assert len(result.buckets) == 8
+
+
+# -- 3b. a data file big enough for a multipart upload -------------------------------------------
+
+MULTIPART_BLOCK = 5 * 2**20  # S3's smallest part: s3fs switches to multipart past one block
+
+
+@pytest.fixture
+def big_bucket(s3, tmp_path_factory):
+    """One bucket whose uncompressed Parquet file takes more than one 5 MiB part."""
+    local = tmp_path_factory.mktemp("big") / "table"
+    writer = generate_demo_table(
+        str(local), rows_per_bucket=250_000, partitions=1, buckets=1, seed=21
+    )
+    return writer, s3.upload_table(local, s3.url("big-table"))
+
+
+def test_a_refused_part_of_a_multipart_upload_commits_nothing(s3, big_bucket):
+    writer, url = big_bucket
+    out = s3.url("multipart")
+    storage = {**s3.storage_options, "default_block_size": MULTIPART_BLOCK}
+    options = CompactionOptions(compression="none")
+    sid = plan_snapshot(url, out, storage_options=storage, options=options).snapshot_id
+    key = object_key(f"{out}/dt=2024-01-01/part-{sid}-00000-0000.parquet")
+
+    with s3.requests.recording() as seen, s3.fail("UploadPart", key, times=None) as failed:
+        with pytest.raises(PermissionError):
+            compact_table(url, out, storage_options=storage, options=options)
+
+    assert failed and {r.key for r in failed} == {key}
+    assert [r.operation for r in seen if r.key == key][0] == "CreateMultipartUpload"
+    assert "CompleteMultipartUpload" not in {r.operation for r in seen if r.key == key}
+    assert key_of(f"{out}/{key.partition('/')[2]}") not in objects(s3, out)
+    assert not [name for name in objects(s3, out) if name.endswith(("manifest.json", "_SUCCESS"))]
+    assert latest_snapshot(out, storage_options=storage) is None
+    assert "AbortMultipartUpload" in {r.operation for r in seen if r.key == key}
+    assert not [u for u in s3.fs.list_multipart_uploads(s3.bucket) if u["Key"] == key]
+
+    with s3.requests.recording() as seen:
+        result = compact_table(url, out, storage_options=storage, options=options)
+
+    assert (result.snapshot_id, result.newly_committed) == (sid, True)
+    parts = [r for r in seen if r.key == key and r.operation == "UploadPart"]
+    assert len(parts) >= 2  # it really went up in parts
+    (written,) = result.files
+    assert written.size > MULTIPART_BLOCK
+    got = read_back(s3, out)
+    assert in_order(got).equals(in_order(writer.expected_rows().cast(got.schema)))
