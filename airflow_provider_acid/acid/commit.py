@@ -37,10 +37,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import posixpath
 import re
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -48,9 +46,9 @@ from typing import Any
 
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
-from fsspec.implementations.local import LocalFileSystem
 
 from .listing import resolve_filesystem
+from .storage import write_whole
 
 SNAPSHOTS_DIR = "_snapshots"
 PLAN_FILE = "plan.json"
@@ -402,21 +400,6 @@ def snapshot_dir(out_root: str, snapshot_id: str) -> str:
     return posixpath.join(out_root, SNAPSHOTS_DIR, snapshot_id)
 
 
-def _put(fs: AbstractFileSystem, path: str, data: bytes) -> None:
-    """Write a small object so that readers see all of it or nothing."""
-    parent = posixpath.dirname(path)
-    fs.makedirs(parent, exist_ok=True)
-    if isinstance(fs, LocalFileSystem):
-        temporary = posixpath.join(parent, f".{posixpath.basename(path)}.{uuid.uuid4().hex}.tmp")
-        with open(temporary, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    else:
-        fs.pipe_file(path, data)  # one PUT: an object appears whole or not at all
-
-
 def _get_json(fs: AbstractFileSystem, path: str) -> dict[str, Any] | None:
     try:
         raw = fs.cat_file(path)
@@ -431,7 +414,7 @@ def _get_json(fs: AbstractFileSystem, path: str) -> dict[str, Any] | None:
 def write_plan(fs: AbstractFileSystem, plan: SnapshotPlan) -> str:
     """Store the plan (before any data file); returns its path."""
     path = posixpath.join(snapshot_dir(plan.out, plan.snapshot_id), PLAN_FILE)
-    _put(fs, path, json.dumps(plan.to_dict(), indent=1, sort_keys=True).encode())
+    write_whole(fs, path, json.dumps(plan.to_dict(), indent=1, sort_keys=True).encode())
     return path
 
 
@@ -657,10 +640,10 @@ def commit_snapshot(
         max_write_id=plan.max_write_id,
     )
     manifest = json.dumps(result.to_dict(), indent=1, sort_keys=True).encode()
-    _put(fs, manifest_path, manifest)  # the commit point
-    _put(fs, posixpath.join(snapshot_dir(root, snapshot_id), SUCCESS_FILE), b"")
+    write_whole(fs, manifest_path, manifest)  # the commit point
+    write_whole(fs, posixpath.join(snapshot_dir(root, snapshot_id), SUCCESS_FILE), b"")
     pointer = {"snapshot_id": snapshot_id, "manifest": posixpath.relpath(manifest_path, root)}
-    _put(fs, posixpath.join(root, SUCCESS_FILE), json.dumps(pointer).encode())
+    write_whole(fs, posixpath.join(root, SUCCESS_FILE), json.dumps(pointer).encode())
     return result
 
 

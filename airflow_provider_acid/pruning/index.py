@@ -46,6 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..acid.storage import write_whole
 from .predicates import type_family
 from .stats import ColumnStats, FileStats, StatsError, read_file_stats
 
@@ -525,12 +526,8 @@ def _publish(fs: Any, root: str, new_version: int, segments: list[dict]) -> int:
         "files": sum(int(s["files"]) for s in segments),
         "segments": segments,
     }
-    try:
-        fs.makedirs(f"{root}/_pointers", exist_ok=True)
-    except Exception:
-        pass
-    with fs.open(_pointer_path(root, new_version), "wb") as f:
-        f.write(json.dumps(doc, indent=1, sort_keys=True).encode("utf-8"))
+    pointer = json.dumps(doc, indent=1, sort_keys=True).encode("utf-8")
+    write_whole(fs, _pointer_path(root, new_version), pointer)  # the version becomes visible
     return new_version
 
 

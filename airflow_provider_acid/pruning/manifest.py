@@ -44,6 +44,7 @@ from ..acid.snapshot import (
     TableSnapshot,
     resolve_snapshot,
 )
+from ..acid.storage import write_whole
 from .evaluator import might_match
 from .index import FileKey, _arange, refresh
 from .index import read as read_index
@@ -555,9 +556,6 @@ def write_manifest(
     (``.parquet``: a row per file, the header in the schema metadata). Returns its URI
     (``s3://...`` on S3, a plain path locally)."""
     fs, path = resolve_filesystem(uri, storage_options=storage_options)
-    parent = path.rsplit("/", 1)[0]
-    if parent:
-        fs.makedirs(parent, exist_ok=True)
     if path.endswith(".parquet"):
         rows = [
             {"slice": s.key, "partition": s.partition, "bucket": s.bucket, **f.to_dict()}
@@ -577,16 +575,15 @@ def write_manifest(
                 )
             }
         )
-        with fs.open(path, "wb") as handle:
-            pq.write_table(table, handle, compression="zstd")
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, compression="zstd")
+        data = sink.getvalue().to_pybytes()
     elif path.endswith(".jsonl"):
-        with fs.open(path, "w") as handle:
-            handle.write(json.dumps(manifest.header()) + "\n")
-            for s in manifest.slices:
-                handle.write(json.dumps(s.to_dict()) + "\n")
+        lines = [manifest.header(), *(s.to_dict() for s in manifest.slices)]
+        data = "".join(json.dumps(line) + "\n" for line in lines).encode()
     else:
-        with fs.open(path, "w") as handle:
-            json.dump(manifest.to_dict(), handle, indent=1)
+        data = json.dumps(manifest.to_dict(), indent=1).encode()
+    write_whole(fs, path, data)  # a reader never opens half a manifest
     return location_uri(fs, path)
 
 

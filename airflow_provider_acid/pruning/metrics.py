@@ -7,7 +7,8 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
-from ..acid.listing import resolve_filesystem
+from ..acid.listing import location_uri, resolve_filesystem
+from ..acid.storage import write_whole
 
 RECORD_FORMAT = "airflow-acid/metrics"
 RECORD_FILE = "metrics.json"
@@ -49,10 +50,8 @@ def write_metrics_record(
     """Write the record beside the snapshot's manifest: ``OUT/_snapshots/<id>/metrics.json``."""
     fs, root = resolve_filesystem(out_uri, storage_options=storage_options)
     path = posixpath.join(root, "_snapshots", snapshot_id, RECORD_FILE)
-    fs.makedirs(posixpath.dirname(path), exist_ok=True)
-    with fs.open(path, "w") as handle:
-        json.dump(record, handle, indent=1, sort_keys=True)
-    return path
+    write_whole(fs, path, json.dumps(record, indent=1, sort_keys=True).encode())
+    return location_uri(fs, path)
 
 
 def format_record(record: Mapping[str, Any]) -> str:
