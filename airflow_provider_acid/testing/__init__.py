@@ -5,44 +5,42 @@ Used by the demo, the benchmarks and differential tests. Nothing here imports Ai
 
 from __future__ import annotations
 
-from .acid_orc import (
+from ..acid.hive_types import HiveType
+from .acid_format import (
     ACID_COLUMN_NAMES,
     ACID_VERSION,
-    ACID_VERSION_FILE,
-    HIVE_DEFAULT_PARTITION,
     KEY_INDEX_KEY,
-    NO_OPEN_WRITE_ID,
     OPERATION_DELETE,
     OPERATION_INSERT,
     OPERATION_UPDATE,
     STATS_KEY,
     VERSION_KEY,
-    HiveType,
     RowIdentity,
-    WrittenFile,
     acid_event_arrow_schema,
     acid_event_type,
     acid_user_metadata,
-    append_user_metadata,
+    decode_bucket,
+    encode_bucket_v1,
+)
+from .acid_layout import (
+    ACID_VERSION_FILE,
+    HIVE_DEFAULT_PARTITION,
     base_dir_name,
     bucket_file_name,
-    decode_bucket,
     delete_delta_dir_name,
     delta_dir_name,
-    encode_bucket_v1,
     escape_path_name,
     format_partition_value,
-    hive_bucket_hash,
-    hive_bucket_ids,
-    murmur3_32,
     original_file_name,
-    parse_hive_type,
     partition_dir_name,
-    write_acid_file,
     write_acid_version_file,
-    write_plain_file,
 )
+from .bucketing import hive_bucket_hash, hive_bucket_ids, murmur3_32
+from .orc_footer import append_user_metadata
+from .orc_types import parse_hive_type
+from .orc_writer import WrittenFile, write_acid_file, write_plain_file
 from .table_writer import (
+    NO_OPEN_WRITE_ID,
     AcidTableWriter,
     Column,
     StatementResult,

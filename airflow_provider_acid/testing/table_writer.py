@@ -31,27 +31,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
-from .acid_orc import (
+from ..acid.hive_types import HiveType
+from .acid_format import OPERATION_DELETE, OPERATION_INSERT, RowIdentity, encode_bucket_v1
+from .acid_layout import (
     COMPACTOR_MARKER_CONTENT,
     COMPACTOR_MARKER_FILE,
-    NO_OPEN_WRITE_ID,
-    OPERATION_DELETE,
-    OPERATION_INSERT,
-    HiveType,
-    RowIdentity,
-    WrittenFile,
     base_dir_name,
     bucket_file_name,
     delta_dir_name,
-    encode_bucket_v1,
     format_partition_value,
-    hive_bucket_ids,
     original_file_name,
     partition_dir_name,
-    write_acid_file,
     write_acid_version_file,
-    write_plain_file,
 )
+from .bucketing import hive_bucket_ids
+from .orc_types import hive_type_of_arrow, orc_arrow_type, parse_hive_type, struct_type
+from .orc_writer import WrittenFile, write_acid_file, write_plain_file
 
 __all__ = [
     "AcidTableWriter",
@@ -62,6 +57,9 @@ __all__ = [
     "WriteState",
     "generate_demo_table",
 ]
+
+#: ``minOpenWriteId`` of a valid-write-id list when no write is open (Java ``Long.MAX_VALUE``).
+NO_OPEN_WRITE_ID = 9223372036854775807
 
 # Internal bookkeeping columns (data columns may not use the prefix).
 _P = "__acid_partition"
@@ -96,11 +94,11 @@ class Column:
         if isinstance(spec, Column):
             return spec
         if isinstance(spec, pa.Field):
-            return cls(spec.name, HiveType.from_arrow(spec.type))
+            return cls(spec.name, hive_type_of_arrow(spec.type))
         if isinstance(spec, str):
             return cls(spec, HiveType("string"))
         name, hive_type = spec
-        return cls(name, HiveType.parse(hive_type))
+        return cls(name, parse_hive_type(hive_type))
 
 
 def _columns(spec: Any) -> tuple[Column, ...]:
@@ -398,10 +396,12 @@ class AcidTableWriter:
         self.table_name = table_name or self.path.rsplit("/", 1)[-1]
         self.random = random.Random(seed)
 
-        self.row_type = HiveType.struct((c.name, c.type) for c in self.columns)
-        self.arrow_schema = pa.schema([pa.field(c.name, c.type.to_arrow()) for c in self.columns])
+        self.row_type = struct_type((c.name, c.type) for c in self.columns)
+        self.arrow_schema = pa.schema(
+            [pa.field(c.name, orc_arrow_type(c.type)) for c in self.columns]
+        )
         self.partition_schema = pa.schema(
-            [pa.field(c.name, c.type.to_arrow()) for c in self.partition_columns]
+            [pa.field(c.name, orc_arrow_type(c.type)) for c in self.partition_columns]
         )
         self._writes: dict[int, _Write] = {}
         self._next_write_id = 1
@@ -951,7 +951,7 @@ class AcidTableWriter:
     def _partition_value_columns(self, codes: pa.ChunkedArray | pa.Array) -> list[pa.Array]:
         out = []
         for i, column in enumerate(self.partition_columns):
-            values = pa.array([p.values[i] for p in self._partitions], column.type.to_arrow())
+            values = pa.array([p.values[i] for p in self._partitions], orc_arrow_type(column.type))
             out.append(pc.take(values, codes))
         return out
 
@@ -1009,7 +1009,7 @@ class AcidTableWriter:
         if len(values) != len(names):
             raise ValueError(f"partition must give {len(names)} values")
         typed = tuple(
-            _normalise(pa.array([v]), c.type.to_arrow(), c.type).to_pylist()[0]
+            _normalise(pa.array([v]), orc_arrow_type(c.type), c.type).to_pylist()[0]
             for v, c in zip(values, self.partition_columns, strict=True)
         )
         if not create:
@@ -1228,7 +1228,7 @@ class AcidTableWriter:
                     [c.combine_chunks() for c in data.columns], fields=list(self.arrow_schema)
                 )
                 if n
-                else pa.array([], self.row_type.to_arrow()),
+                else pa.array([], orc_arrow_type(self.row_type)),
             }
         )
         return write_acid_file(
@@ -1352,7 +1352,7 @@ class AcidTableWriter:
                     "bucket": part[_B],
                     "rowId": part[_R],
                     "currentTransaction": part[_W],
-                    "row": pa.nulls(n, self.row_type.to_arrow()),
+                    "row": pa.nulls(n, orc_arrow_type(self.row_type)),
                 }
             )
             files.append(
