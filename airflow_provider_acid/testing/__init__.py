@@ -36,19 +36,13 @@ from .acid_layout import (
     write_acid_version_file,
 )
 from .bucketing import hive_bucket_hash, hive_bucket_ids, murmur3_32
+from .demo_table import generate_demo_table
 from .orc_footer import append_user_metadata
 from .orc_types import parse_hive_type
 from .orc_writer import WrittenFile, write_acid_file, write_plain_file
-from .table_writer import (
-    NO_OPEN_WRITE_ID,
-    AcidTableWriter,
-    Column,
-    StatementResult,
-    Transaction,
-    WriteIdSnapshot,
-    WriteState,
-    generate_demo_table,
-)
+from .table_columns import Column
+from .table_writer import AcidTableWriter, StatementResult, Transaction
+from .write_history import NO_OPEN_WRITE_ID, WriteIdSnapshot, WriteState
 
 __all__ = [
     "ACID_COLUMN_NAMES",

@@ -109,6 +109,28 @@ def acid_event_arrow_schema(row_type: HiveType) -> pa.Schema:
     return pa.schema([pa.field(n, orc_arrow_type(t)) for n, t in event.fields])
 
 
+def acid_events(
+    operation: int,
+    original_transaction: pa.Array | pa.ChunkedArray,
+    bucket: pa.Array | pa.ChunkedArray,
+    row_id: pa.Array | pa.ChunkedArray,
+    current_transaction: pa.Array | pa.ChunkedArray,
+    row: pa.Array,
+) -> pa.Table:
+    """A table of ACID events, all of one ``operation``, with the columns of an event file."""
+    n = len(row_id)
+    return pa.table(
+        {
+            "operation": pa.repeat(pa.scalar(operation, pa.int32()), n),
+            "originalTransaction": original_transaction,
+            "bucket": bucket,
+            "rowId": row_id,
+            "currentTransaction": current_transaction,
+            "row": row,
+        }
+    )
+
+
 def acid_user_metadata(events: pa.Table, stripe_lengths: Sequence[int]) -> dict[str, bytes]:
     """The ``hive.acid.*`` user metadata of sorted ACID events stored in stripes of
     ``stripe_lengths`` rows.

@@ -30,7 +30,8 @@ from airflow_provider_acid.testing.acid_layout import (
     write_acid_version_file,
 )
 from airflow_provider_acid.testing.orc_writer import write_acid_file
-from airflow_provider_acid.testing.table_writer import AcidTableWriter, WriteState
+from airflow_provider_acid.testing.table_writer import AcidTableWriter
+from airflow_provider_acid.testing.write_history import WriteState
 
 COLUMNS = [
     ("id", "bigint"),
