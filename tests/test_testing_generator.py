@@ -25,37 +25,35 @@ import pyarrow.orc as po
 import pyorc
 import pytest
 
-from airflow_provider_acid.testing import (
+from airflow_provider_acid.acid.hive_types import HiveType
+from airflow_provider_acid.testing import AcidTableWriter, generate_demo_table
+from airflow_provider_acid.testing.acid_format import (
     ACID_COLUMN_NAMES,
-    HIVE_DEFAULT_PARTITION,
-    AcidTableWriter,
-    HiveType,
     RowIdentity,
-    WriteIdSnapshot,
-    WriteState,
-    append_user_metadata,
+    decode_bucket,
+    encode_bucket_v1,
+)
+from airflow_provider_acid.testing.acid_layout import (
+    HIVE_DEFAULT_PARTITION,
     base_dir_name,
     bucket_file_name,
-    decode_bucket,
     delete_delta_dir_name,
     delta_dir_name,
-    encode_bucket_v1,
     escape_path_name,
-    generate_demo_table,
-    hive_bucket_hash,
-    hive_bucket_ids,
-    murmur3_32,
     original_file_name,
-    parse_hive_type,
     partition_dir_name,
-    write_acid_file,
 )
+from airflow_provider_acid.testing.bucketing import hive_bucket_hash, hive_bucket_ids, murmur3_32
+from airflow_provider_acid.testing.orc_footer import append_user_metadata
 from airflow_provider_acid.testing.orc_types import (
     hive_type_of_arrow,
     orc_arrow_type,
     orc_type,
+    parse_hive_type,
     struct_type,
 )
+from airflow_provider_acid.testing.orc_writer import write_acid_file
+from airflow_provider_acid.testing.write_history import WriteIdSnapshot, WriteState
 
 FIXTURES = Path("/work/shared/fixtures/hive-acid/trino")
 REAL_ACID_FILE = FIXTURES / "nationFile25kRowsSortedOnNationKey" / "bucket_00000"
