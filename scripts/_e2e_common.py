@@ -893,7 +893,7 @@ class DemoTable:
 def make_demo_table(folder: Path, rows_per_bucket: int = 2_000) -> DemoTable:
     """The demo table of ``python -m airflow_provider_acid.testing``, smaller: 2 partitions of
     4 buckets (8 bucket slices), a base, insert deltas, a delete and an update."""
-    from airflow_provider_acid.testing.table_writer import generate_demo_table
+    from airflow_provider_acid.testing import generate_demo_table
 
     uri = str(folder)
     writer = generate_demo_table(uri, rows_per_bucket=rows_per_bucket)

@@ -25,31 +25,35 @@ import pyarrow.orc as po
 import pyorc
 import pytest
 
-from airflow_provider_acid.testing import (
+from airflow_provider_acid.acid.hive_types import HiveType
+from airflow_provider_acid.testing import AcidTableWriter, generate_demo_table
+from airflow_provider_acid.testing.acid_format import (
     ACID_COLUMN_NAMES,
-    HIVE_DEFAULT_PARTITION,
-    AcidTableWriter,
-    HiveType,
     RowIdentity,
-    WriteIdSnapshot,
-    WriteState,
-    append_user_metadata,
+    decode_bucket,
+    encode_bucket_v1,
+)
+from airflow_provider_acid.testing.acid_layout import (
+    HIVE_DEFAULT_PARTITION,
     base_dir_name,
     bucket_file_name,
-    decode_bucket,
     delete_delta_dir_name,
     delta_dir_name,
-    encode_bucket_v1,
     escape_path_name,
-    generate_demo_table,
-    hive_bucket_hash,
-    hive_bucket_ids,
-    murmur3_32,
     original_file_name,
-    parse_hive_type,
     partition_dir_name,
-    write_acid_file,
 )
+from airflow_provider_acid.testing.bucketing import hive_bucket_hash, hive_bucket_ids, murmur3_32
+from airflow_provider_acid.testing.orc_footer import append_user_metadata
+from airflow_provider_acid.testing.orc_types import (
+    hive_type_of_arrow,
+    orc_arrow_type,
+    orc_type,
+    parse_hive_type,
+    struct_type,
+)
+from airflow_provider_acid.testing.orc_writer import write_acid_file
+from airflow_provider_acid.testing.write_history import WriteIdSnapshot, WriteState
 
 FIXTURES = Path("/work/shared/fixtures/hive-acid/trino")
 REAL_ACID_FILE = FIXTURES / "nationFile25kRowsSortedOnNationKey" / "bucket_00000"
@@ -273,10 +277,10 @@ def test_partition_escaping() -> None:
 )
 def test_hive_types(text: str, arrow_type: pa.DataType, canonical: str | None) -> None:
     hive_type = parse_hive_type(text)
-    assert hive_type.to_arrow() == arrow_type
+    assert orc_arrow_type(hive_type) == arrow_type
     expected = canonical or text
     assert str(hive_type) == expected
-    assert str(hive_type.to_orc()) == expected
+    assert str(orc_type(hive_type)) == expected
     assert parse_hive_type(str(hive_type)) == hive_type
 
 
@@ -284,9 +288,9 @@ def test_hive_type_errors_and_arrow_mapping() -> None:
     for bad in ["int<", "decimal(40,2)", "varchar", "struct<a int>", "uniontype<int>", "int x"]:
         with pytest.raises(ValueError):
             parse_hive_type(bad)
-    assert HiveType.from_arrow(pa.large_string()) == HiveType("string")
-    assert HiveType.from_arrow(pa.timestamp("us", "UTC")) == HiveType("timestamp")
-    assert str(HiveType.from_arrow(pa.map_(pa.string(), pa.int8()))) == "map<string,tinyint>"
+    assert hive_type_of_arrow(pa.large_string()) == HiveType("string")
+    assert hive_type_of_arrow(pa.timestamp("us", "UTC")) == HiveType("timestamp")
+    assert str(hive_type_of_arrow(pa.map_(pa.string(), pa.int8()))) == "map<string,tinyint>"
 
 
 def test_hive_bucketing_hash_matches_hive() -> None:
@@ -336,7 +340,7 @@ def test_rewriting_real_hive_files_gives_same_schema_rows_and_metadata(
     tmp_path: Path, engine: str
 ) -> None:
     fs = fsspec.filesystem("file")
-    row_type = HiveType.struct(NATION_COLUMNS)
+    row_type = struct_type(NATION_COLUMNS)
     for real, stripe_rows in [(REAL_ACID_FILE, 5000), (REAL_DELETE_DELTA, 5000)]:
         real_table, real_metadata = read_orc(fs, str(real))
         out = str(tmp_path / engine / real.parent.name / "bucket_00000")
@@ -450,7 +454,7 @@ def check_acid_files(fs: Any, table: AcidTableWriter) -> int:
                 pa.int64(),
                 pa.int64(),
             ]
-            assert events.schema.field("row").type == table.row_type.to_arrow()
+            assert events.schema.field("row").type == orc_arrow_type(table.row_type)
             assert set(metadata) == METADATA_KEYS
             assert metadata["hive.acid.version"] == b"2"
             ops = Counter(events["operation"].to_pylist())

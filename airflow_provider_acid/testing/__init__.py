@@ -1,98 +1,24 @@
 """Generators of real Hive 3 ACID tables (ORC) and of the rows a correct reader must return.
 
 Used by the demo, the benchmarks and differential tests. Nothing here imports Airflow.
+
+:class:`AcidTableWriter` simulates Hive writing one table; :func:`generate_demo_table` writes the
+demo table with it. The parts, one idea each:
+
+* :mod:`.table_writer`: the simulator (statements, transactions), over
+  :mod:`.write_history` (write ids, open/aborted writes), :mod:`.row_history` (the rows a reader
+  must see), :mod:`.table_layout` (partitions and their folders), :mod:`.table_columns`
+  (columns, input rows), :mod:`.table_files` (bucket files) and :mod:`.compaction`;
+* the file format: :mod:`.acid_format` (event schema, metadata, bucket field),
+  :mod:`.acid_layout` (folder and file names), :mod:`.bucketing` (Hive's bucketing hash);
+* ORC: :mod:`.orc_types` (Hive types as ORC and Arrow types), :mod:`.orc_writer`,
+  :mod:`.orc_values` (values for pyorc), :mod:`.orc_footer` (user metadata);
+* :mod:`.demo_table`.
 """
 
 from __future__ import annotations
 
-from .acid_orc import (
-    ACID_COLUMN_NAMES,
-    ACID_VERSION,
-    ACID_VERSION_FILE,
-    HIVE_DEFAULT_PARTITION,
-    KEY_INDEX_KEY,
-    NO_OPEN_WRITE_ID,
-    OPERATION_DELETE,
-    OPERATION_INSERT,
-    OPERATION_UPDATE,
-    STATS_KEY,
-    VERSION_KEY,
-    HiveType,
-    RowIdentity,
-    WrittenFile,
-    acid_event_arrow_schema,
-    acid_event_type,
-    acid_user_metadata,
-    append_user_metadata,
-    base_dir_name,
-    bucket_file_name,
-    decode_bucket,
-    delete_delta_dir_name,
-    delta_dir_name,
-    encode_bucket_v1,
-    escape_path_name,
-    format_partition_value,
-    hive_bucket_hash,
-    hive_bucket_ids,
-    murmur3_32,
-    original_file_name,
-    parse_hive_type,
-    partition_dir_name,
-    write_acid_file,
-    write_acid_version_file,
-    write_plain_file,
-)
-from .table_writer import (
-    AcidTableWriter,
-    Column,
-    StatementResult,
-    Transaction,
-    WriteIdSnapshot,
-    WriteState,
-    generate_demo_table,
-)
+from .demo_table import generate_demo_table
+from .table_writer import AcidTableWriter
 
-__all__ = [
-    "ACID_COLUMN_NAMES",
-    "ACID_VERSION",
-    "ACID_VERSION_FILE",
-    "HIVE_DEFAULT_PARTITION",
-    "KEY_INDEX_KEY",
-    "NO_OPEN_WRITE_ID",
-    "OPERATION_DELETE",
-    "OPERATION_INSERT",
-    "OPERATION_UPDATE",
-    "STATS_KEY",
-    "VERSION_KEY",
-    "AcidTableWriter",
-    "Column",
-    "HiveType",
-    "RowIdentity",
-    "StatementResult",
-    "Transaction",
-    "WriteIdSnapshot",
-    "WriteState",
-    "WrittenFile",
-    "acid_event_arrow_schema",
-    "acid_event_type",
-    "acid_user_metadata",
-    "append_user_metadata",
-    "base_dir_name",
-    "bucket_file_name",
-    "decode_bucket",
-    "delete_delta_dir_name",
-    "delta_dir_name",
-    "encode_bucket_v1",
-    "escape_path_name",
-    "format_partition_value",
-    "generate_demo_table",
-    "hive_bucket_hash",
-    "hive_bucket_ids",
-    "murmur3_32",
-    "original_file_name",
-    "parse_hive_type",
-    "partition_dir_name",
-    "write_acid_file",
-    "write_acid_version_file",
-    "write_plain_file",
-]
+__all__ = ["AcidTableWriter", "generate_demo_table"]

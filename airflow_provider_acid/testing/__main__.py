@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from ..acid.listing import resolve_filesystem
-from .table_writer import generate_demo_table
+from .demo_table import generate_demo_table
 
 
 def main(argv: Sequence[str] | None = None) -> int:

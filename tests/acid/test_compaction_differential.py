@@ -25,12 +25,13 @@ from hypothesis.errors import InvalidArgument
 from airflow_provider_acid.acid.compaction import CompactionOptions, compact_table
 from airflow_provider_acid.acid.names import parse_acid_dir
 from airflow_provider_acid.acid.snapshot import NotEnoughHistoryError
-from airflow_provider_acid.testing.acid_orc import (
+from airflow_provider_acid.testing.acid_layout import (
     delete_delta_dir_name,
-    write_acid_file,
     write_acid_version_file,
 )
-from airflow_provider_acid.testing.table_writer import AcidTableWriter, WriteState
+from airflow_provider_acid.testing.orc_writer import write_acid_file
+from airflow_provider_acid.testing.table_writer import AcidTableWriter
+from airflow_provider_acid.testing.write_history import WriteState
 
 COLUMNS = [
     ("id", "bigint"),

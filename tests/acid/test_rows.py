@@ -28,8 +28,7 @@ from airflow_provider_acid.acid.rows import (
 )
 from airflow_provider_acid.acid.snapshot import resolve_snapshot
 from airflow_provider_acid.acid.writeids import ValidWriteIdList
-from airflow_provider_acid.testing.acid_orc import HiveType as SimType
-from airflow_provider_acid.testing.acid_orc import write_acid_file
+from airflow_provider_acid.testing.orc_writer import write_acid_file
 
 LOCAL = fsspec.filesystem("file")
 B0 = encode_bucket_v1(0)
@@ -278,7 +277,7 @@ def test_sub_microsecond_timestamps_need_the_nanosecond_unit(tmp_path):
             ),
         }
     )
-    write_acid_file(LOCAL, str(path), events, SimType.parse("struct<id:bigint,ts:timestamp>"))
+    write_acid_file(LOCAL, str(path), events, HiveType.parse("struct<id:bigint,ts:timestamp>"))
     reader, _ = read_slice(table)
     with pytest.raises(AcidFormatError, match="timestamp_unit='ns'"):
         list(reader.data_batches())
