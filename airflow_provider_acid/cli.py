@@ -130,6 +130,36 @@ def _compact(args: argparse.Namespace) -> int:
     return 0
 
 
+def _expire(args: argparse.Namespace) -> int:
+    from .acid.commit import expire_snapshots
+
+    result = expire_snapshots(args.out_uri, keep=args.keep)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print(f"kept       {', '.join(result.kept) or 'no committed snapshot'}")
+        print(f"expired    {', '.join(result.removed_snapshots) or 'none'}")
+        print(f"removed    {len(result.removed_files):,} data file(s)")
+    return 0
+
+
+def _add_expire(commands: Any, common: argparse.ArgumentParser) -> None:
+    expire = commands.add_parser(
+        "expire",
+        parents=[common],
+        help="keep the newest committed snapshots of an output folder, delete the rest",
+        description="Delete older snapshots' manifests and every data file no kept snapshot "
+        "references; with --keep 1 a plain folder read of OUT_URI is exactly the latest "
+        "snapshot. Files of a snapshot still being written are left alone.",
+    )
+    expire.add_argument("out_uri", metavar="OUT_URI", help="the snapshots' output location")
+    expire.add_argument(
+        "--keep", type=int, default=1, metavar="N", help="snapshots to keep (default: 1)"
+    )
+    expire.add_argument("--json", action="store_true", help="stable JSON output for scripts")
+    expire.set_defaults(run=_expire)
+
+
 def _add_compact(commands: Any, common: argparse.ArgumentParser) -> None:
     compact = commands.add_parser(
         "compact",
@@ -365,6 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.set_defaults(run=_inspect)
     _add_compact(commands, common)
     _add_index_and_manifest(commands, common)
+    _add_expire(commands, common)
     return parser
 
 

@@ -38,6 +38,13 @@ with DAG(
         "predicate": Param(
             "", type="string", description="SQL WHERE fragment; empty keeps every row."
         ),
+        "keep_snapshots": Param(
+            1,
+            type=["integer", "null"],
+            minimum=1,
+            description="Snapshots kept after a commit (1: a folder read is exactly the latest "
+            "one); null keeps all.",
+        ),
     },
     doc_md="""
 ### Scheduled snapshot materialisation
@@ -49,7 +56,8 @@ committed snapshot's write ids (a deferrable sensor, waiting in the triggerer):
 2. **plan**: fix the snapshot id and the slices to compute (unchanged slices are reused);
 3. **compact**: one mapped task per slice (a bucket of a partition), spread over workers;
 4. **commit**: verify and reconcile every part, then write the snapshot manifest (the commit
-   point) and emit an asset event for `acid_demo_snapshot`;
+   point), emit an asset event for `acid_demo_snapshot` and expire all but the newest
+   `keep_snapshots` snapshots (1: the output folder holds exactly the latest one);
 5. **publish_metrics**: pruning and compaction metrics to Airflow metrics, XCom and
    `_snapshots/<id>/metrics.json`.
 
@@ -76,5 +84,6 @@ Settings: `ACID_TABLE_URI`, `ACID_OUTPUT_URI`, `ACID_CONN_ID` in the environment
         where="{{ params.predicate }}",
         acid_conn_id=CONN_ID,
         outlets=[SNAPSHOTS],
+        keep_snapshots="{{ params.keep_snapshots }}",
     )
     wait >> snapshot.first

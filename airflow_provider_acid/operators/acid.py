@@ -28,7 +28,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.observability.stats import Stats
 
-from ..acid.commit import BucketResult, commit_snapshot
+from ..acid.commit import BucketResult, commit_snapshot, expire_snapshots
 from ..acid.compaction import CompactionOptions, compact_table
 from ..hooks.acid import AcidHook
 from ..pruning.manifest import compute_manifest, default_index_uri, write_manifest
@@ -221,7 +221,8 @@ class AcidCompactOperator(BaseOperator):
     bucket's result for :class:`AcidCommitSnapshotOperator`; nothing is visible until then.
     Without ``slice_key`` it compacts and commits the whole snapshot of ``table_uri`` (or of
     ``manifest_uri``'s kept slices) in one task and returns the snapshot summary, with an
-    asset event on each of its ``outlets``.
+    asset event on each of its ``outlets``; ``keep_snapshots`` then expires older snapshots,
+    as on :class:`AcidCommitSnapshotOperator`.
     """
 
     template_fields: Sequence[str] = (
@@ -232,6 +233,7 @@ class AcidCompactOperator(BaseOperator):
         "manifest_uri",
         "valid_write_ids",
         "acid_conn_id",
+        "keep_snapshots",
     )
 
     def __init__(
@@ -245,12 +247,14 @@ class AcidCompactOperator(BaseOperator):
         valid_write_ids: str | None = None,
         partition_types: Mapping[str, str] | None = None,
         acid_conn_id: str | None = None,
+        keep_snapshots: int | str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.output_uri = output_uri
         self.snapshot_id = snapshot_id
         self.slice_key = slice_key
+        self.keep_snapshots = keep_snapshots
         self.table_uri = table_uri
         self.manifest_uri = manifest_uri
         self.valid_write_ids = valid_write_ids
@@ -260,9 +264,12 @@ class AcidCompactOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         hook = AcidHook(self.acid_conn_id)
         out = hook.resolve_uri(self.output_uri)
+        keep = _keep_count(self.keep_snapshots)  # a bad value fails before any work
         if self.slice_key is not None:
             if not self.snapshot_id:
                 raise ValueError("slice_key needs snapshot_id (the plan's snapshot id)")
+            if keep is not None:
+                raise ValueError("keep_snapshots belongs on the commit task, not a mapped slice")
             result = compact_planned_slice(
                 out, self.snapshot_id, self.slice_key, storage_options=hook.storage_options
             )
@@ -294,7 +301,38 @@ class AcidCompactOperator(BaseOperator):
             raise ValueError("give slice_key (mapped), manifest_uri or table_uri")
         summary = snapshot_summary(result)
         _publish_asset_events(context, self.outlets, summary)
+        return _expire_older(self, hook, keep, summary)
+
+
+def _expire_older(
+    task: Any, hook: AcidHook, keep: int | None, summary: dict[str, Any]
+) -> dict[str, Any]:
+    """After a commit: expire all but the newest ``keep`` snapshots (None: keep all)."""
+    if keep is None:
         return summary
+    expired = expire_snapshots(
+        hook.resolve_uri(task.output_uri), keep=keep, storage_options=hook.storage_options
+    )
+    task.log.info(
+        "Kept %d snapshot(s); expired %d, removing %d data file(s)",
+        len(expired.kept),
+        len(expired.removed_snapshots),
+        len(expired.removed_files),
+    )
+    return {**summary, "expired": expired.to_dict()}
+
+
+def _keep_count(value: int | str | None) -> int | None:
+    """``keep_snapshots`` as given or rendered from a template: None, "" or "none" keep all."""
+    if value is None or str(value).strip().lower() in ("", "none"):
+        return None
+    try:
+        keep = int(str(value).strip())
+    except ValueError:
+        keep = 0
+    if keep < 1:
+        raise ValueError(f"keep_snapshots must be a whole number of at least 1, not {value!r}")
+    return keep
 
 
 class AcidCommitSnapshotOperator(BaseOperator):
@@ -303,9 +341,19 @@ class AcidCommitSnapshotOperator(BaseOperator):
     id, rows and files in its extra, to each of its ``outlets``.
 
     :param bucket_results: the mapped :class:`AcidCompactOperator`'s ``.output``.
+    :param keep_snapshots: after the commit, keep only the newest N committed snapshots and
+        delete the others' files that no kept snapshot references (``expire_snapshots``); with
+        1, a plain folder read of ``output_uri`` is exactly the new snapshot. None keeps all.
+        Readers still reading an older snapshot lose its files: keep 2 or more if they exist.
     """
 
-    template_fields: Sequence[str] = ("output_uri", "snapshot_id", "bucket_results", "acid_conn_id")
+    template_fields: Sequence[str] = (
+        "output_uri",
+        "snapshot_id",
+        "bucket_results",
+        "acid_conn_id",
+        "keep_snapshots",
+    )
 
     def __init__(
         self,
@@ -314,6 +362,7 @@ class AcidCommitSnapshotOperator(BaseOperator):
         snapshot_id: str,
         bucket_results: Any = None,
         acid_conn_id: str | None = None,
+        keep_snapshots: int | str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -321,9 +370,11 @@ class AcidCommitSnapshotOperator(BaseOperator):
         self.snapshot_id = snapshot_id
         self.bucket_results = bucket_results
         self.acid_conn_id = acid_conn_id
+        self.keep_snapshots = keep_snapshots
 
     def execute(self, context: Any) -> dict[str, Any]:
         hook = AcidHook(self.acid_conn_id)
+        keep = _keep_count(self.keep_snapshots)  # a bad value fails before the commit
         results = [
             r if isinstance(r, (Mapping, BucketResult)) else json.loads(r)
             for r in (self.bucket_results or [])
@@ -344,7 +395,7 @@ class AcidCommitSnapshotOperator(BaseOperator):
             result.manifest_path,
         )
         _publish_asset_events(context, self.outlets, summary)
-        return summary
+        return _expire_older(self, hook, keep, summary)
 
 
 def _publish_asset_events(context: Any, outlets: Sequence[Any], summary: Mapping[str, Any]) -> None:

@@ -55,6 +55,7 @@ def acid_snapshot_tasks(
     valid_write_ids: str | None = None,
     acid_conn_id: str | None = None,
     outlets: Sequence[Any] = (),
+    keep_snapshots: int | str | None = None,
     manifest_kwargs: dict[str, Any] | None = None,
     compact_kwargs: dict[str, Any] | None = None,
 ) -> AcidSnapshotTasks:
@@ -62,7 +63,8 @@ def acid_snapshot_tasks(
 
     ``table_uri``, ``output_uri``, ``where``, ``valid_write_ids`` and ``acid_conn_id`` are
     templated, as on the operators. ``outlets`` go on the commit task (which adds the asset
-    event with the snapshot id, rows and files). ``manifest_kwargs`` go to
+    event with the snapshot id, rows and files); ``keep_snapshots`` too (expire all but the
+    newest N after the commit; None keeps all). ``manifest_kwargs`` go to
     :class:`AcidSliceManifestOperator` (e.g. ``partitions``, ``granularity``) and
     ``compact_kwargs`` to the mapped :class:`AcidCompactOperator` (e.g. ``retries``, ``pool``).
     """
@@ -92,6 +94,7 @@ def acid_snapshot_tasks(
         bucket_results=compact.output,
         acid_conn_id=acid_conn_id,
         outlets=list(outlets),
+        keep_snapshots=keep_snapshots,
         trigger_rule=AFTER_MAPPED_COMPACTION,
     )
     publish_metrics = AcidPublishPruningMetricsOperator(

@@ -53,3 +53,32 @@ def test_compact_errors_name_the_argument(hive_table, tmp_path, capsys):
     assert "'x' is not a k=v" in capsys.readouterr().err
     assert main(["compact", str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_expire_keeps_the_newest_snapshots_and_a_folder_read_is_exact(tmp_path, capsys):
+    table = AcidTableWriter(
+        str(tmp_path / "t"), [("id", "bigint")], [("dt", "string")], buckets=2, bucket_by="id"
+    )
+    table.insert([{"id": i, "dt": f"2024-01-0{1 + i % 2}"} for i in range(40)])
+    out = str(tmp_path / "out")
+    ids = []
+    for step in range(3):  # three snapshots, with a delete in dt=2024-01-01 before each later one
+        if step:
+            table.delete(
+                lambda row, step=step: row["id"] % 4 == 2 * (step - 1), {"dt": "2024-01-01"}
+            )
+        assert main(["compact", table.root, "--out", out, "--json"]) == 0
+        ids.append(json.loads(capsys.readouterr().out)["manifest"]["snapshot_id"])
+    live = sorted(table.expected_rows().column("id").to_pylist())
+    folder = ds.dataset(out, format="parquet")
+    assert folder.count_rows() > len(live)  # the union of three snapshots' files
+
+    assert main(["expire", out, "--keep", "2", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["kept"] == ids[1:] and result["removed_snapshots"] == ids[:1]
+    assert main(["expire", out]) == 0
+    text = capsys.readouterr().out
+    assert f"kept       {ids[2]}" in text and f"expired    {ids[1]}" in text
+    assert sorted(ds.dataset(out, format="parquet").to_table().column("id").to_pylist()) == live
+    assert main(["expire", out, "--keep", "0"]) == 2
+    assert "keep must be at least 1" in capsys.readouterr().err

@@ -83,6 +83,20 @@ def test_materialisation_dag_runs_end_to_end_and_reruns_idempotently(airflow_db,
     assert len(list((out / "_snapshots").iterdir())) == 1
     assert snapshot_rows(out) == expected(writer)
 
+    # The next day brings a delete: a new snapshot, and the older one expires (keep 1), so a
+    # plain folder read is exactly the new snapshot, reused files included.
+    writer.delete(lambda row: row["id"] % 5 == 0, partition={"dt": "2024-01-01"})
+    later = dag.test(run_conf=conf, logical_date=logical_date + dt.timedelta(days=1))
+    assert later.state == "success", states(later)
+    newer = xcom(later, "commit")
+    assert newer["snapshot_id"] != committed["snapshot_id"]
+    assert newer["expired"]["removed_snapshots"] == [committed["snapshot_id"]]
+    assert newer["expired"]["removed_files"]  # the changed day's old files
+    assert [p.name for p in (out / "_snapshots").iterdir()] == [newer["snapshot_id"]]
+    recomputed = [t for t in states(later) if t.startswith("compact[")]
+    assert len(recomputed) == 4  # the changed day's buckets; the other day's files are reused
+    assert snapshot_rows(out) == expected(writer)
+
 
 def test_on_demand_dag_on_the_nation_fixture(airflow_db, hive_table, tmp_path, monkeypatch):
     table = hive_table("nation")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pyarrow.dataset as ds
+import pytest
 from test_example_dags import expected, snapshot_rows, states, xcom
 
 from airflow_provider_acid.operators.snapshot_tasks import acid_snapshot_tasks
@@ -77,3 +78,19 @@ def test_two_tables_in_task_groups_commit_their_own_snapshots(airflow_db, hive_t
     sales_id, nation_id = xcom(run, "finish")
     assert sales_id != nation_id
     assert xcom(run, "sales.commit")["snapshot_id"] == sales_id
+
+
+@pytest.mark.parametrize("keep", ["abc", "0", -1])
+def test_a_bad_keep_snapshots_fails_before_the_commit(hive_table, tmp_path, keep):
+    from airflow_provider_acid.acid.commit import latest_snapshot
+    from airflow_provider_acid.acid.compaction import plan_snapshot
+    from airflow_provider_acid.operators.acid import AcidCommitSnapshotOperator
+
+    out = str(tmp_path / "out")
+    plan = plan_snapshot(str(hive_table("nation")), out)
+    commit = AcidCommitSnapshotOperator(
+        task_id="commit", output_uri=out, snapshot_id=plan.snapshot_id, keep_snapshots=keep
+    )
+    with pytest.raises(ValueError, match="keep_snapshots must be a whole number"):
+        commit.execute({})
+    assert latest_snapshot(out) is None
