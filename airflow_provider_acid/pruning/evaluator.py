@@ -31,7 +31,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .predicates import (
+from .binding import bind
+from .column_types import type_family
+from .expressions import (
     AlwaysFalse,
     AlwaysTrue,
     And,
@@ -50,9 +52,7 @@ from .predicates import (
     PredicateError,
     Ref,
     StartsWith,
-    bind,
     is_bound,
-    type_family,
 )
 
 __all__ = ["IN_LIST_LIMIT", "might_match", "prune"]

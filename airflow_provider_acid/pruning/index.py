@@ -46,7 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .predicates import type_family
+from .column_types import type_family
 from .stats import ColumnStats, FileStats, StatsError, read_file_stats
 
 __all__ = [
