@@ -18,7 +18,6 @@ import pyarrow as pa
 
 from .column_types import type_family
 from .expressions import (
-    LEAVES,
     AlwaysFalse,
     AlwaysTrue,
     And,
@@ -27,6 +26,7 @@ from .expressions import (
     In,
     IsNaN,
     IsNull,
+    Leaf,
     Like,
     NotIn,
     NotLike,
@@ -65,7 +65,7 @@ def _bind(expr: Expr, schema: pa.Schema) -> Expr:
         return and_(*(_bind(c, schema) for c in expr.children))
     if isinstance(expr, Or):
         return or_(*(_bind(c, schema) for c in expr.children))
-    if isinstance(expr, LEAVES):
+    if isinstance(expr, Leaf):
         return _bind_leaf(expr, _resolve(expr.ref, schema))
     raise PredicateError(f"not a predicate expression: {expr!r}")
 

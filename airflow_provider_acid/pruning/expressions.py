@@ -13,8 +13,8 @@ import datetime as dt
 import decimal
 import math
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import pyarrow as pa
@@ -22,8 +22,6 @@ import pyarrow as pa
 from .column_types import type_family
 
 __all__ = [
-    "COMPARISON_OPS",
-    "LEAVES",
     "AlwaysFalse",
     "AlwaysTrue",
     "And",
@@ -32,7 +30,6 @@ __all__ = [
     "In",
     "IsNaN",
     "IsNull",
-    "Leaf",
     "Like",
     "Not",
     "NotIn",
@@ -47,8 +44,6 @@ __all__ = [
     "and_",
     "between",
     "is_bound",
-    "like_escape",
-    "negate",
     "or_",
     "referenced_columns",
     "rewrite_not",
@@ -81,24 +76,38 @@ class Ref:
         return _quote_path(self.name)
 
 
+class _Node:
+    """Every expression node: its text is its normalised SQL (:func:`to_sql`)."""
+
+    def __str__(self) -> str:
+        return to_sql(self)
+
+
+class Leaf(_Node):
+    """A predicate on one column; each kind declares ``ref`` among its fields."""
+
+    ref: Ref
+
+
+# A kind that only names its base's fields (and says what it means) needs no @dataclass of its
+# own: it inherits the fields, and equality still tells the kinds apart.
+
+
 @dataclass(frozen=True)
-class AlwaysTrue:
+class _Constant(_Node):
+    """TRUE or FALSE."""
+
+
+class AlwaysTrue(_Constant):
     """Matches every row."""
 
-    def __str__(self) -> str:
-        return "TRUE"
 
-
-@dataclass(frozen=True)
-class AlwaysFalse:
+class AlwaysFalse(_Constant):
     """Matches no row."""
 
-    def __str__(self) -> str:
-        return "FALSE"
-
 
 @dataclass(frozen=True)
-class Compare:
+class Compare(Leaf):
     """``ref <op> value`` with op one of ``= != < <= > >=``."""
 
     op: str
@@ -109,158 +118,119 @@ class Compare:
         if self.op not in COMPARISON_OPS:
             raise PredicateError(f"unknown comparison operator {self.op!r}")
 
-    def __str__(self) -> str:
-        return to_sql(self)
-
 
 @dataclass(frozen=True)
-class In:
+class _ValueList(Leaf):
+    """``ref [NOT] IN (values...)``: the values are de-duplicated and sorted."""
+
+    ref: Ref
+    values: tuple
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "values", _normalise_values(self.values))
+
+
+class In(_ValueList):
     """``ref IN (values...)``; values are de-duplicated and sorted."""
 
-    ref: Ref
-    values: tuple
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "values", _normalise_values(self.values))
-
-    def __str__(self) -> str:
-        return to_sql(self)
-
-
-@dataclass(frozen=True)
-class NotIn:
+class NotIn(_ValueList):
     """``ref NOT IN (values...)``; values are de-duplicated and sorted."""
 
-    ref: Ref
-    values: tuple
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "values", _normalise_values(self.values))
-
-    def __str__(self) -> str:
-        return to_sql(self)
-
 
 @dataclass(frozen=True)
-class IsNull:
+class _OnColumn(Leaf):
+    """A test of the column alone: IS [NOT] NULL, [NOT] isnan."""
+
+    ref: Ref
+
+
+class IsNull(_OnColumn):
     """``ref IS NULL``."""
 
-    ref: Ref
 
-    def __str__(self) -> str:
-        return to_sql(self)
-
-
-@dataclass(frozen=True)
-class NotNull:
+class NotNull(_OnColumn):
     """``ref IS NOT NULL``."""
 
-    ref: Ref
 
-    def __str__(self) -> str:
-        return to_sql(self)
-
-
-@dataclass(frozen=True)
-class IsNaN:
+class IsNaN(_OnColumn):
     """``isnan(ref)``: true for NaN values of a floating point column."""
 
-    ref: Ref
 
-    def __str__(self) -> str:
-        return to_sql(self)
-
-
-@dataclass(frozen=True)
-class NotNaN:
+class NotNaN(_OnColumn):
     """``NOT isnan(ref)``: true for non-null values that are not NaN."""
 
-    ref: Ref
-
-    def __str__(self) -> str:
-        return to_sql(self)
-
 
 @dataclass(frozen=True)
-class StartsWith:
+class _Prefix(Leaf):
+    """``ref [NOT] LIKE 'prefix%'``."""
+
+    ref: Ref
+    prefix: str
+
+
+class StartsWith(_Prefix):
     """``ref LIKE 'prefix%'``."""
 
-    ref: Ref
-    prefix: str
 
-    def __str__(self) -> str:
-        return to_sql(self)
-
-
-@dataclass(frozen=True)
-class NotStartsWith:
+class NotStartsWith(_Prefix):
     """``ref NOT LIKE 'prefix%'``."""
 
-    ref: Ref
-    prefix: str
-
-    def __str__(self) -> str:
-        return to_sql(self)
-
 
 @dataclass(frozen=True)
-class Like:
+class _Pattern(Leaf):
+    """``ref [NOT] LIKE pattern``."""
+
+    ref: Ref
+    pattern: str
+
+
+class Like(_Pattern):
     """``ref LIKE pattern`` that statistics cannot judge (``%``, ``_``, ``\\`` escapes)."""
 
-    ref: Ref
-    pattern: str
 
-    def __str__(self) -> str:
-        return to_sql(self)
-
-
-@dataclass(frozen=True)
-class NotLike:
+class NotLike(_Pattern):
     """``ref NOT LIKE pattern``."""
 
-    ref: Ref
-    pattern: str
-
-    def __str__(self) -> str:
-        return to_sql(self)
-
 
 @dataclass(frozen=True)
-class Not:
+class Not(_Node):
     """Negation; :func:`rewrite_not` (and :func:`bind`) push it down to the leaves."""
 
     child: Expr
 
-    def __str__(self) -> str:
-        return to_sql(self)
-
 
 @dataclass(frozen=True)
-class And:
+class _Connective(_Node):
+    """AND or OR of two or more children."""
+
+    children: tuple
+
+
+class And(_Connective):
     """Conjunction of two or more children."""
 
-    children: tuple
 
-    def __str__(self) -> str:
-        return to_sql(self)
-
-
-@dataclass(frozen=True)
-class Or:
+class Or(_Connective):
     """Disjunction of two or more children."""
 
-    children: tuple
 
-    def __str__(self) -> str:
-        return to_sql(self)
-
-
-Leaf = (
-    Compare | In | NotIn | IsNull | NotNull | IsNaN | NotNaN | StartsWith | NotStartsWith | Like
-) | NotLike
 Expr = AlwaysTrue | AlwaysFalse | Leaf | Not | And | Or
-LEAVES = (Compare, In, NotIn, IsNull, NotNull, IsNaN, NotNaN, StartsWith, NotStartsWith, Like)
-LEAVES = LEAVES + (NotLike,)
+
+# Each node kind next to its negation, when that negation is another kind with the same fields.
+_OPPOSITES = (
+    (AlwaysTrue, AlwaysFalse),
+    (In, NotIn),
+    (IsNull, NotNull),
+    (IsNaN, NotNaN),
+    (StartsWith, NotStartsWith),
+    (Like, NotLike),
+)
+_OPPOSITE: dict[type, type] = {a: b for pair in _OPPOSITES for a, b in (pair, pair[::-1])}
+
+
+def _fields_of(expr: Any) -> tuple:
+    return tuple(getattr(expr, f.name) for f in fields(expr))
 
 
 def _sort_key(value: Any) -> tuple:
@@ -290,42 +260,32 @@ def _normalise_values(values: Iterable[Any]) -> tuple:
         return tuple(out)
 
 
-def and_(*children: Expr) -> Expr:
-    """AND of the children, flattened and simplified with AlwaysTrue/AlwaysFalse."""
+def _flatten(children: tuple, node: type, absorbing: type, neutral: type) -> Expr:
     flat: list[Expr] = []
     for c in children:
-        if isinstance(c, AlwaysFalse):
-            return AlwaysFalse()
-        if isinstance(c, AlwaysTrue):
+        if isinstance(c, absorbing):
+            return absorbing()
+        if isinstance(c, neutral):
             continue
-        if isinstance(c, And):
+        if isinstance(c, node):
             flat.extend(c.children)
         elif c not in flat:
             flat.append(c)
     if not flat:
-        return AlwaysTrue()
+        return neutral()
     if len(flat) == 1:
         return flat[0]
-    return And(tuple(flat))
+    return node(tuple(flat))
+
+
+def and_(*children: Expr) -> Expr:
+    """AND of the children, flattened and simplified with AlwaysTrue/AlwaysFalse."""
+    return _flatten(children, And, absorbing=AlwaysFalse, neutral=AlwaysTrue)
 
 
 def or_(*children: Expr) -> Expr:
     """OR of the children, flattened and simplified with AlwaysTrue/AlwaysFalse."""
-    flat: list[Expr] = []
-    for c in children:
-        if isinstance(c, AlwaysTrue):
-            return AlwaysTrue()
-        if isinstance(c, AlwaysFalse):
-            continue
-        if isinstance(c, Or):
-            flat.extend(c.children)
-        elif c not in flat:
-            flat.append(c)
-    if not flat:
-        return AlwaysFalse()
-    if len(flat) == 1:
-        return flat[0]
-    return Or(tuple(flat))
+    return _flatten(children, Or, absorbing=AlwaysTrue, neutral=AlwaysFalse)
 
 
 def between(ref: Ref | str, low: Any, high: Any) -> Expr:
@@ -353,53 +313,27 @@ def rewrite_not(expr: Expr) -> Expr:
 def _push(expr: Expr, negate: bool) -> Expr:
     if isinstance(expr, Not):
         return _push(expr.child, not negate)
-    if isinstance(expr, And):
+    if isinstance(expr, (And, Or)):
         parts = [_push(c, negate) for c in expr.children]
-        return or_(*parts) if negate else and_(*parts)
-    if isinstance(expr, Or):
-        parts = [_push(c, negate) for c in expr.children]
-        return and_(*parts) if negate else or_(*parts)
+        return and_(*parts) if isinstance(expr, And) != negate else or_(*parts)
     if not negate:
         return expr
-    if isinstance(expr, AlwaysTrue):
-        return AlwaysFalse()
-    if isinstance(expr, AlwaysFalse):
-        return AlwaysTrue()
     if isinstance(expr, Compare):
         negated = Compare(_NEGATED_OP[expr.op], expr.ref, expr.value)
         if expr.op in ("<", "<=", ">", ">=") and _might_be_float(expr.ref):
             return or_(negated, IsNaN(expr.ref))
         return negated
-    if isinstance(expr, In):
-        return NotIn(expr.ref, expr.values)
-    if isinstance(expr, NotIn):
-        return In(expr.ref, expr.values)
-    if isinstance(expr, IsNull):
-        return NotNull(expr.ref)
-    if isinstance(expr, NotNull):
-        return IsNull(expr.ref)
-    if isinstance(expr, IsNaN):
-        return NotNaN(expr.ref)
-    if isinstance(expr, NotNaN):
-        return IsNaN(expr.ref)
-    if isinstance(expr, StartsWith):
-        return NotStartsWith(expr.ref, expr.prefix)
-    if isinstance(expr, NotStartsWith):
-        return StartsWith(expr.ref, expr.prefix)
-    if isinstance(expr, Like):
-        return NotLike(expr.ref, expr.pattern)
-    if isinstance(expr, NotLike):
-        return Like(expr.ref, expr.pattern)
-    raise PredicateError(f"not a predicate expression: {expr!r}")
+    opposite = _OPPOSITE.get(type(expr))
+    if opposite is None:
+        raise PredicateError(f"not a predicate expression: {expr!r}")
+    return opposite(*_fields_of(expr))
 
 
 def negate(expr: Expr) -> Expr:
     """NOT expr, folded into the leaf where that is exact without knowing the column type."""
     if isinstance(expr, Compare) and expr.op in ("=", "!="):
         return _push(expr, negate=True)
-    if isinstance(expr, (In, NotIn, IsNull, NotNull, IsNaN, NotNaN, AlwaysTrue, AlwaysFalse)):
-        return _push(expr, negate=True)
-    if isinstance(expr, (StartsWith, NotStartsWith, Like, NotLike, Not)):
+    if type(expr) in _OPPOSITE or isinstance(expr, Not):
         return _push(expr, negate=True)
     return Not(expr)
 
@@ -454,38 +388,40 @@ def _format_ts(value: dt.datetime) -> str:
 
 
 def like_escape(text: str) -> str:
+    """``text`` as a LIKE pattern that matches it literally (``\\`` escapes)."""
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+# How each node is written: its fields, each written as _SQL_FIELDS says, fill the form.
+_SQL_FORMS: dict[type, str] = {
+    AlwaysTrue: "TRUE",
+    AlwaysFalse: "FALSE",
+    Compare: "{ref} {op} {value}",
+    In: "{ref} IN ({values})",
+    NotIn: "{ref} NOT IN ({values})",
+    IsNull: "{ref} IS NULL",
+    NotNull: "{ref} IS NOT NULL",
+    IsNaN: "isnan({ref})",
+    NotNaN: "NOT isnan({ref})",
+    StartsWith: "{ref} LIKE {prefix}",
+    NotStartsWith: "{ref} NOT LIKE {prefix}",
+    Like: "{ref} LIKE {pattern}",
+    NotLike: "{ref} NOT LIKE {pattern}",
+    Not: "NOT ({child})",
+}
+_SQL_FIELDS: dict[str, Callable[[Any], str]] = {
+    "ref": str,
+    "op": str,
+    "value": _sql_literal,
+    "values": lambda values: ", ".join(_sql_literal(v) for v in values),
+    "prefix": lambda prefix: _sql_literal(like_escape(prefix) + "%"),
+    "pattern": _sql_literal,
+    "child": lambda child: to_sql(child),
+}
 
 
 def to_sql(expr: Expr) -> str:
     """A stable, normalised SQL text for ``expr`` (Hive dialect; parses back the same)."""
-    if isinstance(expr, AlwaysTrue):
-        return "TRUE"
-    if isinstance(expr, AlwaysFalse):
-        return "FALSE"
-    if isinstance(expr, Compare):
-        return f"{expr.ref} {expr.op} {_sql_literal(expr.value)}"
-    if isinstance(expr, (In, NotIn)):
-        kw = "IN" if isinstance(expr, In) else "NOT IN"
-        return f"{expr.ref} {kw} ({', '.join(_sql_literal(v) for v in expr.values)})"
-    if isinstance(expr, IsNull):
-        return f"{expr.ref} IS NULL"
-    if isinstance(expr, NotNull):
-        return f"{expr.ref} IS NOT NULL"
-    if isinstance(expr, IsNaN):
-        return f"isnan({expr.ref})"
-    if isinstance(expr, NotNaN):
-        return f"NOT isnan({expr.ref})"
-    if isinstance(expr, StartsWith):
-        return f"{expr.ref} LIKE {_sql_literal(like_escape(expr.prefix) + '%')}"
-    if isinstance(expr, NotStartsWith):
-        return f"{expr.ref} NOT LIKE {_sql_literal(like_escape(expr.prefix) + '%')}"
-    if isinstance(expr, Like):
-        return f"{expr.ref} LIKE {_sql_literal(expr.pattern)}"
-    if isinstance(expr, NotLike):
-        return f"{expr.ref} NOT LIKE {_sql_literal(expr.pattern)}"
-    if isinstance(expr, Not):
-        return f"NOT ({to_sql(expr.child)})"
     if isinstance(expr, (And, Or)):
         kw = " AND " if isinstance(expr, And) else " OR "
         parts = []
@@ -493,7 +429,10 @@ def to_sql(expr: Expr) -> str:
             text = to_sql(c)
             parts.append(f"({text})" if isinstance(c, (And, Or)) else text)
         return kw.join(parts)
-    raise PredicateError(f"not a predicate expression: {expr!r}")
+    form = _SQL_FORMS.get(type(expr))
+    if form is None:
+        raise PredicateError(f"not a predicate expression: {expr!r}")
+    return form.format(**{f.name: _SQL_FIELDS[f.name](getattr(expr, f.name)) for f in fields(expr)})
 
 
 def referenced_columns(expr: Expr) -> list[str]:
@@ -509,7 +448,7 @@ def _collect(expr: Expr, names: set[str]) -> None:
     elif isinstance(expr, (And, Or)):
         for c in expr.children:
             _collect(c, names)
-    elif isinstance(expr, LEAVES):
+    elif isinstance(expr, Leaf):
         names.add(expr.ref.name)
 
 
@@ -519,6 +458,6 @@ def is_bound(expr: Expr) -> bool:
         return False
     if isinstance(expr, (And, Or)):
         return all(is_bound(c) for c in expr.children)
-    if isinstance(expr, LEAVES):
+    if isinstance(expr, Leaf):
         return expr.ref.type is not None
     return True
