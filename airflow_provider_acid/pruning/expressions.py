@@ -22,6 +22,7 @@ import pyarrow as pa
 from .column_types import type_family
 
 __all__ = [
+    "COMPARISON_OPS",
     "AlwaysFalse",
     "AlwaysTrue",
     "And",
@@ -30,6 +31,7 @@ __all__ = [
     "In",
     "IsNaN",
     "IsNull",
+    "Leaf",
     "Like",
     "Not",
     "NotIn",
@@ -44,6 +46,7 @@ __all__ = [
     "and_",
     "between",
     "is_bound",
+    "like_to_expr",
     "or_",
     "referenced_columns",
     "rewrite_not",
@@ -294,6 +297,45 @@ def between(ref: Ref | str, low: Any, high: Any) -> Expr:
     return and_(Compare(">=", r, low), Compare("<=", r, high))
 
 
+def _like_escape(text: str) -> str:
+    """``text`` as a LIKE pattern that matches it literally (``\\`` escapes)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def like_to_expr(ref: Ref | str, pattern: str, escape: str = "\\") -> Expr:
+    """Turn ``ref LIKE pattern`` into StartsWith / equality when possible, else :class:`Like`.
+
+    The returned :class:`Like` always uses ``\\`` as its escape character.
+    """
+    r = Ref(ref) if isinstance(ref, str) else ref
+    tokens: list[tuple[str, str]] = []  # ("lit", char) | ("%", "") | ("_", "")
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == escape:
+            if i + 1 >= len(pattern):
+                raise PredicateError(f"LIKE pattern {pattern!r} ends with the escape character")
+            tokens.append(("lit", pattern[i + 1]))
+            i += 2
+            continue
+        if ch in "%_":
+            tokens.append((ch, ""))
+        else:
+            tokens.append(("lit", ch))
+        i += 1
+    prefix_len = 0
+    while prefix_len < len(tokens) and tokens[prefix_len][0] == "lit":
+        prefix_len += 1
+    prefix = "".join(c for _, c in tokens[:prefix_len])
+    rest = tokens[prefix_len:]
+    if not rest:
+        return Compare("=", r, prefix)
+    if all(kind == "%" for kind, _ in rest):
+        return StartsWith(r, prefix) if prefix else NotNull(r)
+    canonical = "".join(_like_escape(c) if kind == "lit" else kind for kind, c in tokens)
+    return Like(r, canonical)
+
+
 # --------------------------------------------------------------------------- NOT push-down
 
 
@@ -387,11 +429,6 @@ def _format_ts(value: dt.datetime) -> str:
     return text
 
 
-def like_escape(text: str) -> str:
-    """``text`` as a LIKE pattern that matches it literally (``\\`` escapes)."""
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
 # How each node is written: its fields, each written as _SQL_FIELDS says, fill the form.
 _SQL_FORMS: dict[type, str] = {
     AlwaysTrue: "TRUE",
@@ -414,7 +451,7 @@ _SQL_FIELDS: dict[str, Callable[[Any], str]] = {
     "op": str,
     "value": _sql_literal,
     "values": lambda values: ", ".join(_sql_literal(v) for v in values),
-    "prefix": lambda prefix: _sql_literal(like_escape(prefix) + "%"),
+    "prefix": lambda prefix: _sql_literal(_like_escape(prefix) + "%"),
     "pattern": _sql_literal,
     "child": lambda child: to_sql(child),
 }

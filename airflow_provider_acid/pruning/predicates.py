@@ -20,70 +20,20 @@ Semantics (used by :func:`evaluate_rows`, and which pruning must never contradic
 
 from __future__ import annotations
 
-from .binding import bind
-from .column_types import type_family
-from .dnf_filters import parse_dnf_filters
-from .expressions import (
-    AlwaysFalse,
-    AlwaysTrue,
-    And,
-    Compare,
-    Expr,
-    In,
-    IsNaN,
-    IsNull,
-    Like,
-    Not,
-    NotIn,
-    NotLike,
-    NotNaN,
-    NotNull,
-    NotStartsWith,
-    Or,
-    PredicateError,
-    Ref,
-    StartsWith,
-    and_,
-    between,
-    is_bound,
-    or_,
-    referenced_columns,
-    rewrite_not,
-    to_sql,
-)
-from .row_evaluation import evaluate_rows
-from .sql_where import parse_sql_where
+# ruff: noqa: F403 - this module gathers the public names of the modules below
+from . import binding, column_types, dnf_filters, expressions, row_evaluation, sql_where
+from .binding import *
+from .column_types import *
+from .dnf_filters import *
+from .expressions import *
+from .row_evaluation import *
+from .sql_where import *
 
 __all__ = [
-    "AlwaysFalse",
-    "AlwaysTrue",
-    "And",
-    "Compare",
-    "Expr",
-    "In",
-    "IsNaN",
-    "IsNull",
-    "Like",
-    "Not",
-    "NotIn",
-    "NotLike",
-    "NotNaN",
-    "NotNull",
-    "NotStartsWith",
-    "Or",
-    "PredicateError",
-    "Ref",
-    "StartsWith",
-    "and_",
-    "between",
-    "bind",
-    "evaluate_rows",
-    "is_bound",
-    "or_",
-    "parse_dnf_filters",
-    "parse_sql_where",
-    "referenced_columns",
-    "rewrite_not",
-    "to_sql",
-    "type_family",
+    *expressions.__all__,
+    *sql_where.__all__,
+    *dnf_filters.__all__,
+    *binding.__all__,
+    *row_evaluation.__all__,
+    *column_types.__all__,
 ]

@@ -14,20 +14,17 @@ from .expressions import (
     In,
     IsNaN,
     IsNull,
-    Like,
-    NotNull,
     PredicateError,
     Ref,
-    StartsWith,
     and_,
     between,
-    like_escape,
+    like_to_expr,
     negate,
     or_,
 )
 from .literals import parse_bool, parse_date, parse_float, parse_number, parse_timestamp
 
-__all__ = ["like_to_expr", "parse_sql_where"]
+__all__ = ["parse_sql_where"]
 
 _FLIPPED_OP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
@@ -96,17 +93,16 @@ class _SqlConverter:
             return AlwaysTrue() if node.this else AlwaysFalse()
         if isinstance(node, (exp.Column, exp.Dot)):
             return Compare("=", self.ref(node), True)
-        ops = {
+        op = {
             exp.EQ: "=",
             exp.NEQ: "!=",
             exp.LT: "<",
             exp.LTE: "<=",
             exp.GT: ">",
             exp.GTE: ">=",
-        }
-        for cls, op in ops.items():
-            if type(node) is cls:
-                return self.comparison(node, op)
+        }.get(type(node))
+        if op is not None:
+            return self.comparison(node, op)
         if isinstance(node, exp.Between):
             ref = self.ref(node.this)
             return between(ref, self.literal(node.args["low"]), self.literal(node.args["high"]))
@@ -236,37 +232,3 @@ class _SqlConverter:
         except (ValueError, decimal.InvalidOperation) as exc:
             raise self.fail(node, f"cannot read the literal ({exc})") from exc
         raise self.fail(node, f"casts to {kind.name} are not supported")
-
-
-def like_to_expr(ref: Ref | str, pattern: str, escape: str = "\\") -> Expr:
-    """Turn ``ref LIKE pattern`` into StartsWith / equality when possible, else :class:`Like`.
-
-    The returned :class:`Like` always uses ``\\`` as its escape character.
-    """
-    r = Ref(ref) if isinstance(ref, str) else ref
-    tokens: list[tuple[str, str]] = []  # ("lit", char) | ("%", "") | ("_", "")
-    i = 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == escape:
-            if i + 1 >= len(pattern):
-                raise PredicateError(f"LIKE pattern {pattern!r} ends with the escape character")
-            tokens.append(("lit", pattern[i + 1]))
-            i += 2
-            continue
-        if ch in "%_":
-            tokens.append((ch, ""))
-        else:
-            tokens.append(("lit", ch))
-        i += 1
-    prefix_len = 0
-    while prefix_len < len(tokens) and tokens[prefix_len][0] == "lit":
-        prefix_len += 1
-    prefix = "".join(c for _, c in tokens[:prefix_len])
-    rest = tokens[prefix_len:]
-    if not rest:
-        return Compare("=", r, prefix)
-    if all(kind == "%" for kind, _ in rest):
-        return StartsWith(r, prefix) if prefix else NotNull(r)
-    canonical = "".join(like_escape(c) if kind == "lit" else kind for kind, c in tokens)
-    return Like(r, canonical)
