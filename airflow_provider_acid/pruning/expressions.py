@@ -220,7 +220,7 @@ class Or(_Connective):
 
 Expr = AlwaysTrue | AlwaysFalse | Leaf | Not | And | Or
 
-# Each node kind next to its negation, when that negation is another kind with the same fields.
+# Each node kind, then its negation when that is another kind with the same fields.
 _OPPOSITES = (
     (AlwaysTrue, AlwaysFalse),
     (In, NotIn),
@@ -230,6 +230,8 @@ _OPPOSITES = (
     (Like, NotLike),
 )
 _OPPOSITE: dict[type, type] = {a: b for pair in _OPPOSITES for a, b in (pair, pair[::-1])}
+# each negated kind -> the kind it negates
+NEGATED_KINDS: dict[type, type] = {negated: kind for kind, negated in _OPPOSITES}
 
 
 def _fields_of(expr: Any) -> tuple:

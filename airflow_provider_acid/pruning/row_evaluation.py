@@ -3,35 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import expressions as ex
 from .binding import bind
 from .column_types import type_family
-from .expressions import (
-    AlwaysFalse,
-    AlwaysTrue,
-    And,
-    Compare,
-    Expr,
-    In,
-    IsNaN,
-    IsNull,
-    Like,
-    Not,
-    NotIn,
-    NotLike,
-    NotNaN,
-    NotNull,
-    NotStartsWith,
-    Or,
-    PredicateError,
-    Ref,
-    StartsWith,
-    is_bound,
-)
+from .expressions import Expr, PredicateError, Ref
 
 __all__ = ["evaluate_rows"]
 
@@ -78,69 +59,69 @@ def evaluate_rows(expr: Expr, table: pa.Table) -> pa.BooleanArray:
 
     ``expr`` is bound against ``table.schema`` unless it is bound already.
     """
-    bound = expr if is_bound(expr) else bind(expr, table.schema)
-    result = _eval(bound, table)
+    bound = expr if ex.is_bound(expr) else bind(expr, table.schema)
+    result = evaluate_tree(bound, table.num_rows, lambda leaf: _eval_leaf(leaf, table))
     if isinstance(result, pa.ChunkedArray):
         result = result.combine_chunks() if result.num_chunks else pa.array([], pa.bool_())
     return result
 
 
-def _full(table: pa.Table, value: bool) -> pa.Array:
-    return pa.array([value] * table.num_rows, pa.bool_())
+def evaluate_tree(expr: Expr, n: int, leaf: Callable[[Expr], Any]) -> Any:
+    """Booleans for ``n`` rows (or files) under a bound ``expr``: TRUE / FALSE and AND / OR
+    are combined here, every other node is answered by ``leaf``."""
+    if isinstance(expr, (ex.AlwaysTrue, ex.AlwaysFalse)):
+        return pa.array([isinstance(expr, ex.AlwaysTrue)] * n, pa.bool_())
+    if isinstance(expr, (ex.And, ex.Or)):
+        combine = pc.and_ if isinstance(expr, ex.And) else pc.or_
+        out = evaluate_tree(expr.children[0], n, leaf)
+        for c in expr.children[1:]:
+            out = combine(out, evaluate_tree(c, n, leaf))
+        return out
+    return leaf(expr)
 
 
-def _eval(expr: Expr, table: pa.Table) -> Any:
-    if isinstance(expr, AlwaysTrue):
-        return _full(table, True)
-    if isinstance(expr, AlwaysFalse):
-        return _full(table, False)
-    if isinstance(expr, And):
-        out = _eval(expr.children[0], table)
-        for c in expr.children[1:]:
-            out = pc.and_(out, _eval(c, table))
-        return out
-    if isinstance(expr, Or):
-        out = _eval(expr.children[0], table)
-        for c in expr.children[1:]:
-            out = pc.or_(out, _eval(c, table))
-        return out
-    if isinstance(expr, Not):
+_COMPARISONS = {
+    "=": pc.equal,
+    "!=": pc.not_equal,
+    "<": pc.less,
+    "<=": pc.less_equal,
+    ">": pc.greater,
+    ">=": pc.greater_equal,
+}
+
+
+def _compare(arr: Any, expr: ex.Compare) -> Any:
+    return _COMPARISONS[expr.op](arr, _scalar(expr.value, expr.ref.type))
+
+
+def _is_in(arr: Any, expr: ex.In | ex.NotIn) -> Any:
+    t = expr.ref.type
+    values = pa.array([_scalar(v, t).as_py() for v in expr.values], _scalar(expr.values[0], t).type)
+    return pc.is_in(arr, value_set=values)
+
+
+# What each leaf kind tests on its column; a kind that negates another (NOT isnan, NOT LIKE,
+# IS NOT NULL) is the inverse of that test. A NULL result never matches.
+_TESTS: dict[type, Callable[[Any, Any], Any]] = {
+    ex.Compare: _compare,
+    ex.In: _is_in,
+    ex.IsNull: lambda arr, expr: pc.is_null(arr),
+    ex.IsNaN: lambda arr, expr: pc.is_nan(arr),
+    ex.StartsWith: lambda arr, expr: pc.starts_with(arr, pattern=expr.prefix),
+    ex.Like: lambda arr, expr: pc.match_like(arr, pattern=expr.pattern),
+}
+
+
+def _eval_leaf(expr: Expr, table: pa.Table) -> Any:
+    if isinstance(expr, ex.Not):
         raise PredicateError("evaluate_rows needs a bound expression (NOT pushed down)")
     arr = _column(table, expr.ref)
-    valid = pc.is_valid(arr)
-    if isinstance(expr, IsNull):
-        return pc.is_null(arr)
-    if isinstance(expr, NotNull):
-        return valid
-    if isinstance(expr, IsNaN):
-        return pc.fill_null(pc.is_nan(arr), False)
-    if isinstance(expr, NotNaN):
-        return pc.fill_null(pc.invert(pc.is_nan(arr)), False)
-    if isinstance(expr, StartsWith):
-        return pc.fill_null(pc.starts_with(arr, pattern=expr.prefix), False)
-    if isinstance(expr, NotStartsWith):
-        return pc.fill_null(pc.invert(pc.starts_with(arr, pattern=expr.prefix)), False)
-    if isinstance(expr, Like):
-        return pc.fill_null(pc.match_like(arr, pattern=expr.pattern), False)
-    if isinstance(expr, NotLike):
-        return pc.fill_null(pc.invert(pc.match_like(arr, pattern=expr.pattern)), False)
-    t = expr.ref.type
-    if isinstance(expr, Compare):
-        fn = {
-            "=": pc.equal,
-            "!=": pc.not_equal,
-            "<": pc.less,
-            "<=": pc.less_equal,
-            ">": pc.greater,
-            ">=": pc.greater_equal,
-        }[expr.op]
-        return pc.fill_null(fn(arr, _scalar(expr.value, t)), False)
-    if isinstance(expr, (In, NotIn)):
-        values = pa.array(
-            [_scalar(v, t).as_py() for v in expr.values], _scalar(expr.values[0], t).type
-        )
-        hit = pc.is_in(arr, value_set=values)
-        if isinstance(expr, In):
-            return pc.fill_null(hit, False)
-        return pc.and_(valid, pc.invert(pc.fill_null(hit, False)))
-    raise PredicateError(f"not a predicate expression: {expr!r}")  # pragma: no cover
+    if isinstance(expr, ex.NotIn):
+        # NULL NOT IN (...) is NULL, whatever the list holds
+        return pc.and_(pc.is_valid(arr), pc.invert(pc.fill_null(_is_in(arr, expr), False)))
+    kind = ex.NEGATED_KINDS.get(type(expr), type(expr))
+    test = _TESTS.get(kind)
+    if test is None:  # pragma: no cover
+        raise PredicateError(f"not a predicate expression: {expr!r}")
+    hit = test(arr, expr)
+    return pc.fill_null(hit if kind is type(expr) else pc.invert(hit), False)
