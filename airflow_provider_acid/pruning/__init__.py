@@ -3,8 +3,9 @@
 * :mod:`.predicates` - the predicate model's public API, gathered from:
   :mod:`.expressions` (value objects, NOT push-down, normalised text), :mod:`.sql_where`
   (SQL WHERE via sqlglot), :mod:`.dnf_filters` (pyarrow-style filter lists),
-  :mod:`.binding` (names and literals bound to a schema), :mod:`.row_evaluation`
-  (rows of a table), :mod:`.literals` and :mod:`.column_types` (shared helpers).
+  :mod:`.binding` (names resolved against a schema) with :mod:`.coercion` (literals to
+  column types), :mod:`.row_evaluation` (rows of a table), :mod:`.literals` (reading
+  literal text) and :mod:`.column_types` (type families).
 * :mod:`.stats` - per-file column statistics from ORC / Parquet footers, lossy ones dropped.
 * :mod:`.index` - a Parquet column-stats index over many files, refreshed incrementally.
 * :mod:`.evaluator` - vectorised "might this file hold a matching row?" over that index.
