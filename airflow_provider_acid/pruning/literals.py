@@ -11,12 +11,14 @@ import datetime as dt
 import decimal
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["parse_bool", "parse_date", "parse_float", "parse_number", "parse_timestamp"]
 
 
-def parse_number(text: str, fail: Any) -> int | decimal.Decimal:
+def parse_number(text: str, fail: Callable[[], Exception]) -> int | decimal.Decimal:
+    """An integer as int, any other number as Decimal; raises ``fail()`` otherwise."""
     text = str(text)
     try:
         if re.fullmatch(r"[+-]?\d+", text):
@@ -27,6 +29,7 @@ def parse_number(text: str, fail: Any) -> int | decimal.Decimal:
 
 
 def parse_float(value: Any) -> float:
+    """A float, also from ``NaN`` / ``Infinity`` / ``-inf`` text in any case."""
     if isinstance(value, str):
         text = value.strip().lower()
         if text in ("nan", "+nan", "-nan"):
@@ -39,6 +42,7 @@ def parse_float(value: Any) -> float:
 
 
 def parse_bool(value: Any) -> bool:
+    """A bool, or ``true`` / ``false`` text in any case."""
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
@@ -54,6 +58,7 @@ _TS_RE = re.compile(
 
 
 def parse_date(value: Any) -> dt.date:
+    """A date, or ``YYYY-MM-DD`` text (a datetime is not a date)."""
     if isinstance(value, dt.datetime):
         raise ValueError(f"not a date: {value!r}")
     if isinstance(value, dt.date):
@@ -65,6 +70,7 @@ def parse_date(value: Any) -> dt.date:
 
 
 def parse_timestamp(value: Any) -> dt.datetime:
+    """A datetime (a date is its midnight), or ``YYYY-MM-DD[ HH:MM[:SS[.f]]][zone]`` text."""
     if isinstance(value, dt.datetime):
         return value
     if isinstance(value, dt.date):
