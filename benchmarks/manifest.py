@@ -31,9 +31,9 @@ import pyarrow.compute as pc
 
 from airflow_provider_acid.acid.listing import StoredFile
 from airflow_provider_acid.acid.snapshot import TableSnapshot, resolve_files
+from airflow_provider_acid.pruning.binding import bind
 from airflow_provider_acid.pruning.index import FILES_SCHEMA, RECORD_SCHEMA, write_tables
 from airflow_provider_acid.pruning.manifest import build_manifest, file_key, parse_predicate
-from airflow_provider_acid.pruning.predicates import bind
 
 BUCKETS = 8
 DATA_FILES_PER_SLICE = 4

@@ -1,7 +1,11 @@
 """File-slice pruning for Hive ACID tables: a plain library (no Airflow imports).
 
-* :mod:`.predicates` - predicates as value objects: SQL / DNF parsing, binding to a schema,
-  normalised text, row evaluation.
+* :mod:`.predicates` - the predicate model's public API, gathered from:
+  :mod:`.expressions` (value objects, NOT push-down, normalised text), :mod:`.sql_where`
+  (SQL WHERE via sqlglot), :mod:`.dnf_filters` (pyarrow-style filter lists),
+  :mod:`.binding` (names resolved against a schema) with :mod:`.coercion` (literals to
+  column types), :mod:`.row_evaluation` (rows of a table), :mod:`.literals` (reading
+  literal text) and :mod:`.column_types` (type families).
 * :mod:`.stats` - per-file column statistics from ORC / Parquet footers, lossy ones dropped.
 * :mod:`.index` - a Parquet column-stats index over many files, refreshed incrementally.
 * :mod:`.evaluator` - vectorised "might this file hold a matching row?" over that index.
@@ -16,19 +20,13 @@ Typical use::
 
 from __future__ import annotations
 
+from .binding import bind
+from .dnf_filters import parse_dnf_filters
 from .evaluator import IN_LIST_LIMIT, might_match, prune
+from .expressions import Expr, PredicateError, referenced_columns, rewrite_not, to_sql
 from .index import FileKey, RefreshResult, file_keys, read, read_file_stats_table, refresh
-from .predicates import (
-    Expr,
-    PredicateError,
-    bind,
-    evaluate_rows,
-    parse_dnf_filters,
-    parse_sql_where,
-    referenced_columns,
-    rewrite_not,
-    to_sql,
-)
+from .row_evaluation import evaluate_rows
+from .sql_where import parse_sql_where
 from .stats import ColumnStats, FileStats, StatsError, read_file_stats
 
 __all__ = [

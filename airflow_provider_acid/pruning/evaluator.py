@@ -31,29 +31,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .predicates import (
-    AlwaysFalse,
-    AlwaysTrue,
-    And,
-    Compare,
-    Expr,
-    In,
-    IsNaN,
-    IsNull,
-    Like,
-    NotIn,
-    NotLike,
-    NotNaN,
-    NotNull,
-    NotStartsWith,
-    Or,
-    PredicateError,
-    Ref,
-    StartsWith,
-    bind,
-    is_bound,
-    type_family,
-)
+from . import expressions as ex
+from .binding import bind
+from .column_types import type_family
+from .expressions import Expr, PredicateError, Ref
+from .row_evaluation import evaluate_tree
 
 __all__ = ["IN_LIST_LIMIT", "might_match", "prune"]
 
@@ -69,7 +51,7 @@ def might_match(expr: Expr, file_stats_table: pa.Table, schema: pa.Schema) -> pa
     ``expr`` is bound against ``schema`` (the table schema, partition columns included)
     unless it is bound already. Statistics columns missing from the table are unknown.
     """
-    bound = expr if is_bound(expr) else bind(expr, schema)
+    bound = expr if ex.is_bound(expr) else bind(expr, schema)
     stats = _Stats(file_stats_table)
     keep = _keep(bound, stats)
     if "row_count" in file_stats_table.column_names:
@@ -184,28 +166,14 @@ def _keep_from(cannot: _Cond, n: int) -> pa.Array:
     return pc.invert(pc.fill_null(cannot, False))
 
 
-def _const(n: int, value: bool) -> pa.Array:
-    return pa.array([value] * n, pa.bool_())
-
-
 # --------------------------------------------------------------------------- rules
 
 
 def _keep(expr: Expr, st: _Stats) -> pa.Array:
-    if isinstance(expr, AlwaysTrue):
-        return _const(st.n, True)
-    if isinstance(expr, AlwaysFalse):
-        return _const(st.n, False)
-    if isinstance(expr, And):
-        out = _keep(expr.children[0], st)
-        for c in expr.children[1:]:
-            out = pc.and_(out, _keep(c, st))
-        return out
-    if isinstance(expr, Or):
-        out = _keep(expr.children[0], st)
-        for c in expr.children[1:]:
-            out = pc.or_(out, _keep(c, st))
-        return out
+    return evaluate_tree(expr, st.n, lambda leaf: _keep_leaf(leaf, st))
+
+
+def _keep_leaf(expr: Expr, st: _Stats) -> pa.Array:
     if not hasattr(expr, "ref"):
         raise PredicateError(f"might_match needs a bound expression, got {expr!r}")
     return _keep_from(_cannot_match(expr, st), st.n)
@@ -223,32 +191,32 @@ def _cannot_match(expr: Expr, st: _Stats) -> _Cond:
     def with_nan_free(cond: _Cond) -> _Cond:
         return cond if nan_free is True else _all(cond, nan_free)
 
-    if isinstance(expr, IsNull):
+    if isinstance(expr, ex.IsNull):
         return no_nulls
-    if isinstance(expr, NotNull):
+    if isinstance(expr, ex.NotNull):
         return all_null
-    if isinstance(expr, IsNaN):
+    if isinstance(expr, ex.IsNaN):
         return _any(all_null, _cmp(pc.equal, nans, 0))
-    if isinstance(expr, NotNaN):
+    if isinstance(expr, ex.NotNaN):
         nan_or_null = None
         if nans is not None and nulls is not None:
             nan_or_null = _cmp(pc.equal, pc.add(nans, nulls), values)
         return _any(all_null, nan_or_null)
-    if isinstance(expr, (Like, NotLike)):
+    if isinstance(expr, (ex.Like, ex.NotLike)):
         return all_null
 
     lo, hi = st.bounds(ref)
-    if isinstance(expr, (StartsWith, NotStartsWith)):
+    if isinstance(expr, (ex.StartsWith, ex.NotStartsWith)):
         prefix = expr.prefix
         n = len(prefix)
         lo_p = pc.utf8_slice_codeunits(lo, 0, n) if lo is not None else None
         hi_p = pc.utf8_slice_codeunits(hi, 0, n) if hi is not None else None
         p = pa.scalar(prefix, pa.string())
-        if isinstance(expr, StartsWith):
+        if isinstance(expr, ex.StartsWith):
             return _any(all_null, _cmp(pc.greater, lo_p, p), _cmp(pc.less, hi_p, p))
         return _any(all_null, _all(_cmp(pc.equal, lo_p, p), _cmp(pc.equal, hi_p, p), no_nulls))
 
-    if isinstance(expr, Compare):
+    if isinstance(expr, ex.Compare):
         v_lo, v_hi = _lit(expr.value, lo), _lit(expr.value, hi)
         op = expr.op
         if op == "=":
@@ -266,7 +234,7 @@ def _cannot_match(expr: Expr, st: _Stats) -> _Cond:
             return _any(all_null, with_nan_free(_cmp(pc.less, hi, v_hi)))
         raise PredicateError(f"unknown operator {op!r}")  # pragma: no cover
 
-    if isinstance(expr, In):
+    if isinstance(expr, ex.In):
         vals = list(expr.values)
         try:
             low, high = min(vals), max(vals)
@@ -282,7 +250,7 @@ def _cannot_match(expr: Expr, st: _Stats) -> _Cond:
             )
         return _any(all_null, outside_range, _all(*per_value))
 
-    if isinstance(expr, NotIn):
+    if isinstance(expr, ex.NotIn):
         if lo is None or hi is None:
             return all_null
         try:

@@ -47,7 +47,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..acid.storage import write_whole
-from .predicates import type_family
+from .column_types import type_family
 from .stats import ColumnStats, FileStats, StatsError, read_file_stats
 
 __all__ = [

@@ -45,18 +45,13 @@ from ..acid.snapshot import (
     resolve_snapshot,
 )
 from ..acid.storage import write_whole
+from .binding import bind
+from .dnf_filters import parse_dnf_filters
 from .evaluator import might_match
+from .expressions import AlwaysTrue, Expr, referenced_columns, to_sql
 from .index import FileKey, _arange, refresh
 from .index import read as read_index
-from .predicates import (
-    AlwaysTrue,
-    Expr,
-    bind,
-    parse_dnf_filters,
-    parse_sql_where,
-    referenced_columns,
-    to_sql,
-)
+from .sql_where import parse_sql_where
 
 FORMAT = "airflow-acid/slice-manifest"
 VERSION = 1

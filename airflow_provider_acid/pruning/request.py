@@ -12,8 +12,9 @@ from ..acid.locations import check_location
 from ..acid.schema import table_schema
 from ..acid.snapshot import resolve_snapshot
 from ..acid.writeids import parse_write_id_list
+from .binding import bind
+from .expressions import to_sql
 from .manifest import parse_predicate
-from .predicates import bind, to_sql
 
 
 class SnapshotRequestError(ValueError):

@@ -22,8 +22,10 @@ from ..acid.compaction import (
     plan_snapshot,
 )
 from ..acid.listing import resolve_filesystem
+from .binding import bind
+from .expressions import AlwaysTrue
 from .manifest import SliceManifest, parse_predicate, read_manifest
-from .predicates import AlwaysTrue, bind, evaluate_rows
+from .row_evaluation import evaluate_rows
 
 RowFilter = Callable[[pa.Table], pa.Array]
 

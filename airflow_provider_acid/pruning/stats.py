@@ -91,7 +91,7 @@ class FileStats:
 
 
 def _family(t: pa.DataType | None) -> str | None:
-    from .predicates import type_family
+    from .column_types import type_family
 
     return None if t is None else type_family(t)
 
