@@ -147,9 +147,9 @@ def _coerce_number(
         return float(num)
     if family == "int":
         lo, hi = _INT_RANGES.get(t, (-(2**63), 2**63 - 1))
-        if isinstance(num, float) and math.isinf(num):
-            return _out_of_range(num, lo, hi)
         d = _exact_decimal(num)
+        if d.is_infinite():  # a float or a decimal: beyond every integer
+            return _out_of_range(d, lo, hi)
         if d == d.to_integral_value():
             iv = int(d)
             return _out_of_range(iv, lo, hi) or iv

@@ -376,3 +376,18 @@ def test_evaluate_rows_accepts_bound_expressions() -> None:
     assert evaluate_rows(bound, ROWS).to_pylist() == [False, True, False, True]
     with pytest.raises(PredicateError, match="unknown column 'nope'"):
         evaluate_rows(parse_sql_where("nope = 1"), ROWS)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("i < 'Infinity'", [True, True, False, True]),
+        ("i >= 'Infinity'", [False, False, False, False]),
+        ("i > '-Infinity'", [True, True, False, True]),
+        ("i != CAST('Infinity' AS DECIMAL(10, 2))", [True, True, False, True]),
+        ("i = CAST('-Infinity' AS DOUBLE)", [False, False, False, False]),
+    ],
+)
+def test_an_integer_column_against_infinity_binds_beyond_its_range(text, expected) -> None:
+    bound = bind(parse_sql_where(text), ROWS.schema)
+    assert evaluate_rows(bound, ROWS).to_pylist() == expected
