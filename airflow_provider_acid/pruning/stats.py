@@ -29,6 +29,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..acid.rows import ACID_COLUMNS
+
 __all__ = [
     "ACID_COLUMNS",
     "ColumnStats",
@@ -40,15 +42,6 @@ __all__ = [
     "read_orc_stats",
     "read_parquet_stats",
 ]
-
-ACID_COLUMNS = (
-    "operation",
-    "originalTransaction",
-    "bucket",
-    "rowId",
-    "currentTransaction",
-    "row",
-)
 
 _EPOCH = dt.datetime(1970, 1, 1)
 _ONE_MS = dt.timedelta(milliseconds=1)
