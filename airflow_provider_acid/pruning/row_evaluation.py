@@ -23,13 +23,11 @@ def _column(table: pa.Table, ref: Ref) -> pa.ChunkedArray:
         arr = table.column(ref.name)
     else:
         arr = table.column(parts[0])
-        path: list[str] = []
         t = arr.type
-        for part in parts[1:]:
+        for part in parts[1:]:  # check the path first: the error names the whole column
             idx = t.get_field_index(part)
             if idx < 0:
                 raise PredicateError(f"column {ref.name!r} not found in the table")
-            path.append(part)
             t = t.field(idx).type
         if parts[1:]:
             arr = pc.struct_field(arr, parts[1:])
