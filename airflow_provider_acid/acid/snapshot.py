@@ -17,11 +17,11 @@ The rules are Hive 3's ``AcidUtils.getAcidState``, per partition:
 
 from __future__ import annotations
 
-import posixpath
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
+from operator import attrgetter
 from typing import Any
 
 from fsspec import AbstractFileSystem
@@ -181,13 +181,19 @@ class TableSnapshot:
 
 
 # -- grouping the listing --------------------------------------------------------------------
+#
+# A listing repeats itself: every file of a folder shares its path up to the last "/", and a
+# table uses a handful of file names (bucket_00000 ...) in every folder. So each folder is
+# worked out once (hidden or not, its partition, the base or delta it is in) and each distinct
+# file name is parsed once; what is left per file is a cut at the last "/" and two lookups.
 
 
-@dataclass
+@dataclass(slots=True)
 class _Folder:
     dir: AcidDir
     path: str
-    data: list[StoredFile] = field(default_factory=list)
+    #: The folder's data files by bucket id, in listing order.
+    buckets: defaultdict[int, list[StoredFile]] = field(default_factory=lambda: defaultdict(list))
     side_files: set[str] = field(default_factory=set)
 
     @property
@@ -195,6 +201,10 @@ class _Folder:
         return isinstance(self.dir, BaseDir) and (
             self.dir.visibility_txn_id is not None or "_metadata_acid" in self.side_files
         )
+
+    @property
+    def acid_version_marked(self) -> bool:
+        return "_orc_acid_version" in self.side_files
 
 
 @dataclass
@@ -204,76 +214,164 @@ class _PartitionListing:
     originals: list[StoredFile] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class _FileName:
+    """What placing a file needs to know about its name (the part after the last ``/``)."""
+
+    #: Hidden (``_x``, ``.x``) and no side file: a ``_SUCCESS`` or ``.crc`` file, never data.
+    skipped: bool
+    side_file: bool
+    bucket_file: bool
+    original_file: bool
+    bucket_id: int
+
+    @classmethod
+    def parse(cls, name: str) -> _FileName:
+        side_file = is_side_file(name)
+        return cls(
+            skipped=is_hidden(name) and not side_file,
+            side_file=side_file,
+            bucket_file=parse_bucket_file(name) is not None,
+            original_file=parse_original_file(name) is not None,
+            bucket_id=bucket_id_of(name),
+        )
+
+
+class _FileNames(dict[str, _FileName]):
+    """File names parsed on first sight: a table has a few distinct names, each many times."""
+
+    def __missing__(self, name: str) -> _FileName:
+        parsed = self[name] = _FileName.parse(name)
+        return parsed
+
+
+@dataclass(slots=True)
+class _Directory:
+    """A folder of the listing, as the files directly inside it are placed: worked out once.
+
+    ``below_partition`` are the folder names between the partition and those files: none at
+    the partition root (original files), one in a base or delta folder, more when nested.
+    """
+
+    #: A hidden folder on the way (``_tmp...``, ``.hive-staging``): nothing below is data.
+    skipped: bool
+    partition_components: list[str]
+    below_partition: list[str]
+    #: The base or delta folder the files are in (the first folder below the partition).
+    acid_dir: AcidDir | None
+    acid_dir_path: str
+    in_delete_delta: bool
+    #: Set on the first file placed (so that hidden files alone make no partition or folder).
+    listing: _PartitionListing | None = None
+    folder: _Folder | None = None
+
+    @classmethod
+    def parse(cls, prefix: str, relative: str) -> _Directory:
+        """``relative``: the folder's path below the table root, ending in ``/`` (or empty)."""
+        components = relative.split("/")[:-1]
+        skipped = any(is_hidden(c) and not is_side_file(c) for c in components)
+        depth = 0
+        while depth < len(components) and parse_partition_component(components[depth]):
+            depth += 1
+        below = components[depth:]
+        acid_dir = parse_acid_dir(below[0]) if below else None
+        return cls(
+            skipped=skipped,
+            partition_components=components[:depth],
+            below_partition=below,
+            acid_dir=acid_dir,
+            acid_dir_path=prefix + "/".join(components[: depth + 1]) if acid_dir else "",
+            in_delete_delta=isinstance(acid_dir, DeltaDir) and acid_dir.is_delete,
+        )
+
+    def partition_listing(self, partitions: dict[str, _PartitionListing]) -> _PartitionListing:
+        if self.listing is None:
+            path = "/".join(self.partition_components)
+            self.listing = partitions.get(path)
+            if self.listing is None:
+                partition = Partition.from_components(self.partition_components)
+                self.listing = partitions[path] = _PartitionListing(partition)
+        return self.listing
+
+    def acid_folder(self) -> _Folder:
+        """The base or delta folder, registered in its partition by the first file placed."""
+        if self.folder is None:
+            assert self.listing is not None and self.acid_dir is not None
+            folders = self.listing.folders
+            self.folder = folders.get(self.acid_dir.name)
+            if self.folder is None:
+                self.folder = folders[self.acid_dir.name] = _Folder(
+                    self.acid_dir, self.acid_dir_path
+                )
+        return self.folder
+
+
 def _group_listing(
     root: str, files: Iterable[StoredFile], insert_only: bool
 ) -> tuple[list[_PartitionListing], list[UnrecognisedEntry]]:
     partitions: dict[str, _PartitionListing] = {}
     unrecognised: list[UnrecognisedEntry] = []
     prefix = root.rstrip("/") + "/"
+    directories: dict[str, _Directory] = {}
+    names = _FileNames()
     for stored in files:
-        relative = stored.path[len(prefix) :] if stored.path.startswith(prefix) else stored.path
-        parts = relative.split("/")
-        if any(is_hidden(p) and not is_side_file(p) for p in parts):
-            continue  # staging folders, _SUCCESS, .crc files: never table data
-        depth = 0
-        while depth < len(parts) - 1 and parse_partition_component(parts[depth]):
-            depth += 1
-        partition_path = "/".join(parts[:depth])
-        listing = partitions.get(partition_path)
-        if listing is None:
-            listing = partitions[partition_path] = _PartitionListing(
-                Partition.from_components(parts[:depth])
-            )
-        rest = parts[depth:]
-        acid_dir = parse_acid_dir(rest[0]) if len(rest) > 1 else None
-        if acid_dir is not None:
-            folder_path = (
-                posixpath.join(prefix + partition_path, rest[0])
-                if partition_path
-                else prefix + rest[0]
-            )
-            problem = _place_in_folder(listing, acid_dir, folder_path, rest, stored, insert_only)
+        path = stored.path
+        cut = path.rfind("/") + 1
+        directory_path = path[:cut]
+        directory = directories.get(directory_path)
+        if directory is None:
+            relative = directory_path.removeprefix(prefix)
+            directory = directories[directory_path] = _Directory.parse(prefix, relative)
+        if directory.skipped:
+            continue  # staging folders: never table data
+        name = path[cut:]
+        file_name = names[name]
+        if file_name.skipped:
+            continue  # _SUCCESS, .crc files: never table data
+        listing = directory.listing or directory.partition_listing(partitions)
+        if directory.acid_dir is not None:
+            problem = _place_in_folder(directory, name, file_name, stored, insert_only)
         else:
-            problem = _place_original(listing, rest, stored)
+            problem = _place_original(listing, directory, name, file_name, stored)
         if problem:
             unrecognised.append(UnrecognisedEntry(stored.path, problem))
     return [partitions[k] for k in sorted(partitions)], unrecognised
 
 
 def _place_in_folder(
-    listing: _PartitionListing,
-    acid_dir: AcidDir,
-    folder_path: str,
-    rest: list[str],
-    stored: StoredFile,
-    insert_only: bool,
+    directory: _Directory, name: str, file_name: _FileName, stored: StoredFile, insert_only: bool
 ) -> str | None:
-    if insert_only and isinstance(acid_dir, DeltaDir) and acid_dir.is_delete:
+    if insert_only and directory.in_delete_delta:
         return "delete delta in an insert-only table"
-    folder = listing.folders.setdefault(acid_dir.name, _Folder(acid_dir, folder_path))
-    if len(rest) > 2:
-        return f"nested folder inside {acid_dir.name}; ACID folders hold files only"
-    name = rest[1]
-    if is_side_file(name):
+    folder = directory.folder or directory.acid_folder()
+    if len(directory.below_partition) > 1:
+        return f"nested folder inside {folder.dir.name}; ACID folders hold files only"
+    if file_name.side_file:
         folder.side_files.add(name)
         return None
     if stored.size == 0:
         return None
-    if isinstance(acid_dir, DeltaDir) and acid_dir.is_delete and parse_bucket_file(name) is None:
-        return f"{name!r} in {acid_dir.name} is not a bucket_N file"
-    folder.data.append(stored)
+    if directory.in_delete_delta and not file_name.bucket_file:
+        return f"{name!r} in {folder.dir.name} is not a bucket_N file"
+    folder.buckets[file_name.bucket_id].append(stored)
     return None
 
 
-def _place_original(listing: _PartitionListing, rest: list[str], stored: StoredFile) -> str | None:
-    name = rest[-1]
-    if is_side_file(name) or stored.size == 0:
+def _place_original(
+    listing: _PartitionListing,
+    directory: _Directory,
+    name: str,
+    file_name: _FileName,
+    stored: StoredFile,
+) -> str | None:
+    if file_name.side_file or stored.size == 0:
         return None
-    if parse_original_file(name) is None:
-        if len(rest) > 1:
+    if not file_name.original_file:
+        if directory.below_partition:
             return (
-                f"folder {rest[0]!r} is neither a partition (k=v) nor a base/delta folder, "
-                f"and {name!r} is not an original file name (N_M or N_M_copy_K)"
+                f"folder {directory.below_partition[0]!r} is neither a partition (k=v) nor a "
+                f"base/delta folder, and {name!r} is not an original file name "
+                "(N_M or N_M_copy_K)"
             )
         return f"{name!r} is not a Hive data file name (N_M, N_M_copy_K) outside base/delta"
     listing.originals.append(stored)
@@ -495,40 +593,49 @@ def _bucket_slices(
     deltas: list[ChosenDelta],
     folders: dict[str, _Folder],
 ) -> tuple[BucketSlice, ...]:
-    groups: dict[int, dict[FileRole, list[DataFile]]] = defaultdict(lambda: defaultdict(list))
+    original_buckets: defaultdict[int, list[StoredFile]] = defaultdict(list)
     for stored in originals:
-        bucket = bucket_id_of(stored.name)
-        groups[bucket][FileRole.ORIGINAL].append(DataFile(stored, FileRole.ORIGINAL, bucket))
-    if base is not None:
-        marked = "_orc_acid_version" in base.side_files
-        for stored in base.data:
-            bucket = bucket_id_of(stored.name)
-            groups[bucket][FileRole.BASE].append(
-                DataFile(stored, FileRole.BASE, bucket, base.dir, (), marked)
-            )
-    for chosen in deltas:
-        folder = folders[chosen.folder.name]
-        role = FileRole.DELETE_DELTA if chosen.folder.is_delete else FileRole.DELTA
-        marked = "_orc_acid_version" in folder.side_files
-        for stored in sorted(folder.data, key=lambda f: f.path):
-            bucket = bucket_id_of(stored.name)
-            groups[bucket][role].append(
-                DataFile(stored, role, bucket, chosen.folder, chosen.invalid_write_ids, marked)
-            )
-    slices = []
-    for bucket in sorted(groups):
-        by_role = groups[bucket]
-        slices.append(
-            BucketSlice(
-                partition=partition,
-                bucket_id=bucket,
-                original_files=tuple(by_role[FileRole.ORIGINAL]),
-                base_files=tuple(sorted(by_role[FileRole.BASE], key=lambda f: f.path)),
-                delta_files=tuple(by_role[FileRole.DELTA]),
-                delete_delta_files=tuple(by_role[FileRole.DELETE_DELTA]),
-            )
+        original_buckets[bucket_id_of(stored.name)].append(stored)
+    bases = [(base, ())] if base is not None else []
+    inserts = [
+        (folders[d.folder.name], d.invalid_write_ids) for d in deltas if not d.folder.is_delete
+    ]
+    deletes = [(folders[d.folder.name], d.invalid_write_ids) for d in deltas if d.folder.is_delete]
+    buckets = set(original_buckets).union(
+        *(folder.buckets for folder, _ in bases + inserts + deletes)
+    )
+    return tuple(
+        BucketSlice(
+            partition=partition,
+            bucket_id=bucket,
+            original_files=tuple(
+                DataFile(stored, FileRole.ORIGINAL, bucket)
+                for stored in original_buckets.get(bucket, ())
+            ),
+            base_files=_data_files(FileRole.BASE, bucket, bases),
+            delta_files=_data_files(FileRole.DELTA, bucket, inserts),
+            delete_delta_files=_data_files(FileRole.DELETE_DELTA, bucket, deletes),
         )
-    return tuple(slices)
+        for bucket in sorted(buckets)
+    )
+
+
+def _data_files(
+    role: FileRole, bucket: int, chosen: list[tuple[_Folder, tuple[int, ...]]]
+) -> tuple[DataFile, ...]:
+    """One bucket's files in the chosen folders: folder by folder, each folder's in path order."""
+    return tuple(
+        DataFile(stored, role, bucket, folder.dir, invalid_write_ids, folder.acid_version_marked)
+        for folder, invalid_write_ids in chosen
+        for stored in _in_path_order(folder.buckets.get(bucket, ()))
+    )
+
+
+def _in_path_order(files: list[StoredFile] | tuple[()]) -> list[StoredFile] | tuple[()]:
+    return sorted(files, key=_path) if len(files) > 1 else files
+
+
+_path = attrgetter("path")
 
 
 # -- entry points ----------------------------------------------------------------------------
