@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from operator import attrgetter
 from typing import Any
@@ -63,7 +63,7 @@ class ExclusionReason(str, Enum):
     INVALID_BASE = "invalid_base"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DataFile:
     """A file of a snapshot with what the row reader needs to know about it."""
 
@@ -79,6 +79,38 @@ class DataFile:
     @property
     def path(self) -> str:
         return self.file.path
+
+
+# A frozen dataclass's __init__ stores each field through object.__setattr__: DataFile(...)
+# takes about 3.5 times as long as filling its slots directly. Resolution makes one DataFile
+# per listed file, so it does the latter: the same object (tests/acid/test_snapshot_reference.py).
+(
+    _set_file,
+    _set_role,
+    _set_bucket_id,
+    _set_folder,
+    _set_invalid_write_ids,
+    _set_acid_version_marked,
+) = (getattr(DataFile, f.name).__set__ for f in fields(DataFile))
+
+
+def _new_data_file(
+    file: StoredFile,
+    role: FileRole,
+    bucket_id: int,
+    folder: AcidDir | None,
+    invalid_write_ids: tuple[int, ...],
+    acid_version_marked: bool,
+) -> DataFile:
+    """``DataFile(file, role, ...)``, made without its ``__init__``."""
+    data_file = object.__new__(DataFile)
+    _set_file(data_file, file)
+    _set_role(data_file, role)
+    _set_bucket_id(data_file, bucket_id)
+    _set_folder(data_file, folder)
+    _set_invalid_write_ids(data_file, invalid_write_ids)
+    _set_acid_version_marked(data_file, acid_version_marked)
+    return data_file
 
 
 @dataclass(frozen=True)
@@ -247,42 +279,23 @@ class _FileNames(dict[str, _FileName]):
 
 @dataclass(slots=True)
 class _Directory:
-    """A folder of the listing, as the files directly inside it are placed: worked out once.
+    """A folder of the listing, as the files directly inside it are placed.
 
     ``below_partition`` are the folder names between the partition and those files: none at
     the partition root (original files), one in a base or delta folder, more when nested.
     """
 
     #: A hidden folder on the way (``_tmp...``, ``.hive-staging``): nothing below is data.
-    skipped: bool
-    partition_components: list[str]
-    below_partition: list[str]
+    skipped: bool = False
+    partition_components: list[str] = field(default_factory=list)
+    below_partition: list[str] = field(default_factory=list)
     #: The base or delta folder the files are in (the first folder below the partition).
-    acid_dir: AcidDir | None
-    acid_dir_path: str
-    in_delete_delta: bool
-    #: Set on the first file placed (so that hidden files alone make no partition or folder).
+    acid_dir: AcidDir | None = None
+    acid_dir_path: str = ""
+    in_delete_delta: bool = False
+    #: Set by the first file placed (so that hidden files alone make no partition or folder).
     listing: _PartitionListing | None = None
     folder: _Folder | None = None
-
-    @classmethod
-    def parse(cls, prefix: str, relative: str) -> _Directory:
-        """``relative``: the folder's path below the table root, ending in ``/`` (or empty)."""
-        components = relative.split("/")[:-1]
-        skipped = any(is_hidden(c) and not is_side_file(c) for c in components)
-        depth = 0
-        while depth < len(components) and parse_partition_component(components[depth]):
-            depth += 1
-        below = components[depth:]
-        acid_dir = parse_acid_dir(below[0]) if below else None
-        return cls(
-            skipped=skipped,
-            partition_components=components[:depth],
-            below_partition=below,
-            acid_dir=acid_dir,
-            acid_dir_path=prefix + "/".join(components[: depth + 1]) if acid_dir else "",
-            in_delete_delta=isinstance(acid_dir, DeltaDir) and acid_dir.is_delete,
-        )
 
     def partition_listing(self, partitions: dict[str, _PartitionListing]) -> _PartitionListing:
         if self.listing is None:
@@ -306,25 +319,68 @@ class _Directory:
         return self.folder
 
 
+class _Directories(dict[str, _Directory]):
+    """The listing's folders by path (up to and with the last ``/``), each worked out on first
+    sight from its parent folder and its own name, so a name is parsed once per folder.
+
+    The chain of parents stops at the table root, or for paths outside it at the empty path:
+    both have no folders below them yet.
+    """
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__({"": _Directory(), prefix: _Directory()})
+        self.prefix = prefix
+        self.acid_dirs: dict[str, AcidDir | None] = {}
+
+    def __missing__(self, path: str) -> _Directory:
+        parent_path, slash, name = path[:-1].rpartition("/")
+        directory = self[path] = self._child(self[parent_path + slash], name)
+        return directory
+
+    def _child(self, parent: _Directory, name: str) -> _Directory:
+        skipped = parent.skipped or (is_hidden(name) and not is_side_file(name))
+        if not parent.below_partition and parse_partition_component(name):
+            return _Directory(skipped, [*parent.partition_components, name])
+        below = [*parent.below_partition, name]
+        if parent.below_partition:  # nested in the parent's base, delta or other folder
+            acid_dir, acid_dir_path = parent.acid_dir, parent.acid_dir_path
+        else:
+            if name not in self.acid_dirs:
+                self.acid_dirs[name] = parse_acid_dir(name)
+            acid_dir = self.acid_dirs[name]
+            acid_dir_path = self.prefix + "/".join([*parent.partition_components, name])
+        return _Directory(
+            skipped=skipped,
+            partition_components=parent.partition_components,
+            below_partition=below,
+            acid_dir=acid_dir,
+            acid_dir_path=acid_dir_path if acid_dir else "",
+            in_delete_delta=isinstance(acid_dir, DeltaDir) and acid_dir.is_delete,
+        )
+
+
 def _group_listing(
     root: str, files: Iterable[StoredFile], insert_only: bool
 ) -> tuple[list[_PartitionListing], list[UnrecognisedEntry]]:
     partitions: dict[str, _PartitionListing] = {}
     unrecognised: list[UnrecognisedEntry] = []
     prefix = root.rstrip("/") + "/"
-    directories: dict[str, _Directory] = {}
+    directories = _Directories(prefix)
     names = _FileNames()
+    directory_path = ""  # the previous file's folder, up to and with its last "/"
+    directory: _Directory | None = None
     for stored in files:
         path = stored.path
-        cut = path.rfind("/") + 1
-        directory_path = path[:cut]
-        directory = directories.get(directory_path)
-        if directory is None:
-            relative = directory_path.removeprefix(prefix)
-            directory = directories[directory_path] = _Directory.parse(prefix, relative)
+        # A listing keeps a folder's files together (list_table_files sorts it by path), so
+        # the folder is most often the previous file's: a check that makes no new string.
+        if directory is None or not (
+            path.startswith(directory_path) and path.find("/", len(directory_path)) < 0
+        ):
+            directory_path = path[: path.rfind("/") + 1]
+            directory = directories[directory_path]
         if directory.skipped:
             continue  # staging folders: never table data
-        name = path[cut:]
+        name = path[len(directory_path) :]
         file_name = names[name]
         if file_name.skipped:
             continue  # _SUCCESS, .crc files: never table data
@@ -593,46 +649,55 @@ def _bucket_slices(
     deltas: list[ChosenDelta],
     folders: dict[str, _Folder],
 ) -> tuple[BucketSlice, ...]:
-    original_buckets: defaultdict[int, list[StoredFile]] = defaultdict(list)
+    # the partition's chosen files by role, then by bucket, each bucket's in reading order
+    original_files: dict[int, list[DataFile]] = {}
     for stored in originals:
-        original_buckets[bucket_id_of(stored.name)].append(stored)
-    bases = [(base, ())] if base is not None else []
-    inserts = [
-        (folders[d.folder.name], d.invalid_write_ids) for d in deltas if not d.folder.is_delete
-    ]
-    deletes = [(folders[d.folder.name], d.invalid_write_ids) for d in deltas if d.folder.is_delete]
-    buckets = set(original_buckets).union(
-        *(folder.buckets for folder, _ in bases + inserts + deletes)
-    )
+        bucket = bucket_id_of(stored.name)
+        data_file = DataFile(stored, FileRole.ORIGINAL, bucket)
+        original_files.setdefault(bucket, []).append(data_file)
+    base_files: dict[int, list[DataFile]] = {}
+    if base is not None:
+        _collect(base_files, base, FileRole.BASE, ())
+    delta_files: dict[int, list[DataFile]] = {}
+    delete_delta_files: dict[int, list[DataFile]] = {}
+    for chosen in deltas:
+        folder = folders[chosen.folder.name]
+        if chosen.folder.is_delete:
+            _collect(delete_delta_files, folder, FileRole.DELETE_DELTA, chosen.invalid_write_ids)
+        else:
+            _collect(delta_files, folder, FileRole.DELTA, chosen.invalid_write_ids)
+    buckets = sorted({*original_files, *base_files, *delta_files, *delete_delta_files})
     return tuple(
         BucketSlice(
             partition=partition,
             bucket_id=bucket,
-            original_files=tuple(
-                DataFile(stored, FileRole.ORIGINAL, bucket)
-                for stored in original_buckets.get(bucket, ())
-            ),
-            base_files=_data_files(FileRole.BASE, bucket, bases),
-            delta_files=_data_files(FileRole.DELTA, bucket, inserts),
-            delete_delta_files=_data_files(FileRole.DELETE_DELTA, bucket, deletes),
+            original_files=tuple(original_files.get(bucket, ())),
+            base_files=tuple(base_files.get(bucket, ())),
+            delta_files=tuple(delta_files.get(bucket, ())),
+            delete_delta_files=tuple(delete_delta_files.get(bucket, ())),
         )
-        for bucket in sorted(buckets)
+        for bucket in buckets
     )
 
 
-def _data_files(
-    role: FileRole, bucket: int, chosen: list[tuple[_Folder, tuple[int, ...]]]
-) -> tuple[DataFile, ...]:
-    """One bucket's files in the chosen folders: folder by folder, each folder's in path order."""
-    return tuple(
-        DataFile(stored, role, bucket, folder.dir, invalid_write_ids, folder.acid_version_marked)
-        for folder, invalid_write_ids in chosen
-        for stored in _in_path_order(folder.buckets.get(bucket, ()))
-    )
-
-
-def _in_path_order(files: list[StoredFile] | tuple[()]) -> list[StoredFile] | tuple[()]:
-    return sorted(files, key=_path) if len(files) > 1 else files
+def _collect(
+    files_by_bucket: dict[int, list[DataFile]],
+    folder: _Folder,
+    role: FileRole,
+    invalid_write_ids: tuple[int, ...],
+) -> None:
+    """Add a chosen folder's data files to ``files_by_bucket``, each bucket's in path order."""
+    acid_dir, marked = folder.dir, folder.acid_version_marked
+    for bucket, stored_files in folder.buckets.items():
+        if len(stored_files) > 1:
+            stored_files = sorted(stored_files, key=_path)
+        data_files = files_by_bucket.get(bucket)
+        if data_files is None:
+            data_files = files_by_bucket[bucket] = []
+        for stored in stored_files:
+            data_files.append(
+                _new_data_file(stored, role, bucket, acid_dir, invalid_write_ids, marked)
+            )
 
 
 _path = attrgetter("path")
