@@ -17,8 +17,10 @@ The rules are Hive 3's ``AcidUtils.getAcidState``, per partition:
 
 from __future__ import annotations
 
+import gc
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from operator import attrgetter
@@ -706,6 +708,26 @@ _path = attrgetter("path")
 # -- entry points ----------------------------------------------------------------------------
 
 
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a snapshot is resolved.
+
+    Resolution makes a few objects per listed file and no reference cycles, so the collector
+    finds nothing to free meanwhile; yet the number of objects made sets it off, and each of
+    its full passes walks every object of the process, the listing included: at a million
+    files they took 11 s of 25. Reference counting frees memory as usual meanwhile, and the
+    collector runs again afterwards (unless it was off already).
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def resolve_files(
     root: str,
     files: Iterable[StoredFile],
@@ -716,8 +738,9 @@ def resolve_files(
 ) -> TableSnapshot:
     """Resolve a snapshot from an already listed set of files below ``root``."""
     write_ids = write_ids or ValidWriteIdList.all_committed()
-    listings, unrecognised = _group_listing(root, files, insert_only)
-    partitions = tuple(_resolve_partition(listing, write_ids, txns) for listing in listings)
+    with _cyclic_gc_paused():
+        listings, unrecognised = _group_listing(root, files, insert_only)
+        partitions = tuple(_resolve_partition(listing, write_ids, txns) for listing in listings)
     return TableSnapshot(
         root=root,
         write_ids=write_ids,
