@@ -369,20 +369,13 @@ def _group_listing(
     prefix = root.rstrip("/") + "/"
     directories = _Directories(prefix)
     names = _FileNames()
-    directory_path = ""  # the previous file's folder, up to and with its last "/"
-    directory: _Directory | None = None
     for stored in files:
         path = stored.path
-        # A listing keeps a folder's files together (list_table_files sorts it by path), so
-        # the folder is most often the previous file's: a check that makes no new string.
-        if directory is None or not (
-            path.startswith(directory_path) and path.find("/", len(directory_path)) < 0
-        ):
-            directory_path = path[: path.rfind("/") + 1]
-            directory = directories[directory_path]
+        cut = path.rfind("/") + 1
+        directory = directories[path[:cut]]
         if directory.skipped:
             continue  # staging folders: never table data
-        name = path[len(directory_path) :]
+        name = path[cut:]
         file_name = names[name]
         if file_name.skipped:
             continue  # _SUCCESS, .crc files: never table data
@@ -565,12 +558,12 @@ def _choose_deltas(
     write_ids: ValidWriteIdList,
     excluded: list[ExcludedEntry],
 ) -> list[ChosenDelta]:
-    working: list[_Folder] = []
+    working: list[tuple[_Folder, RangeValidity]] = []
     for folder in deltas:
         delta: DeltaDir = folder.dir  # type: ignore[assignment]
         validity = write_ids.range_validity(delta.min_write_id, delta.max_write_id)
         if validity is not RangeValidity.NONE:
-            working.append(folder)
+            working.append((folder, validity))
         elif write_ids.is_range_aborted(delta.min_write_id, delta.max_write_id):
             excluded.append(
                 ExcludedEntry(
@@ -585,24 +578,25 @@ def _choose_deltas(
                     f"no committed write in its range for write-id list {write_ids}",
                 )
             )
-    working.sort(key=lambda f: f.dir.sort_key)
+    working.sort(key=lambda folder_validity: folder_validity[0].dir.sort_key)
 
     chosen: list[ChosenDelta] = []
     current = base_write  # the highest write the kept folders cover
     single_write_statement: int | None = None  # set while the last advance was one write
     previous: DeltaDir | None = None
     kept: dict[tuple, str] = {}
-    for folder in working:
+    for folder, validity in working:
         delta: DeltaDir = folder.dir  # type: ignore[no-redef]
         identity = (delta.kind, delta.min_write_id, delta.max_write_id, delta.statement_id)
-        reason = f"covered by {previous.name if previous else base_name}"
+        last_kept = previous.name if previous else base_name
+        reason = None  # "covered by" the last kept folder, unless set
         if identity in kept:
             keep, reason = False, f"duplicate of {kept[identity]}"
         elif delta.max_write_id > current:
             if delta.min_write_id <= current:
                 raise AcidLayoutError(
                     f"{folder.path} (writes {delta.min_write_id}..{delta.max_write_id}) overlaps "
-                    f"{previous.name if previous else base_name} (writes up to {current}) "
+                    f"{last_kept} (writes up to {current}) "
                     "without covering it: Hive never writes such ranges, and reading both "
                     "would duplicate rows"
                 )
@@ -615,7 +609,7 @@ def _choose_deltas(
                     delta.statement_id if delta.min_write_id == delta.max_write_id else None
                 )
             else:
-                reason = f"no valid write past {previous.name if previous else base_name}"
+                reason = f"no valid write past {last_kept}"
         elif delta.min_write_id == delta.max_write_id == current:
             # another statement of the same multi-statement write
             keep = single_write_statement is not None and delta.statement_id is not None
@@ -630,11 +624,11 @@ def _choose_deltas(
         ):
             keep = True  # the delete_delta twin of the delta just kept (or the reverse)
         if not keep:
+            reason = reason or f"covered by {last_kept}"
             excluded.append(ExcludedEntry(folder.path, ExclusionReason.OBSOLETE, reason))
             continue
         kept[identity] = delta.name
         previous = delta
-        validity = write_ids.range_validity(delta.min_write_id, delta.max_write_id)
         invalid = (
             write_ids.invalid_ids_in(delta.min_write_id, delta.max_write_id)
             if validity is RangeValidity.SOME
