@@ -735,6 +735,7 @@ def resolve_files(
     with _cyclic_gc_paused():
         listings, unrecognised = _group_listing(root, files, insert_only)
         partitions = tuple(_resolve_partition(listing, write_ids, txns) for listing in listings)
+        del listings  # freed before the collector is back, which then looks at fewer objects
     return TableSnapshot(
         root=root,
         write_ids=write_ids,
