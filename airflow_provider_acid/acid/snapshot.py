@@ -18,12 +18,10 @@ The rules are Hive 3's ``AcidUtils.getAcidState``, per partition:
 from __future__ import annotations
 
 import gc
-from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from enum import Enum
-from operator import attrgetter
 from typing import Any
 
 from fsspec import AbstractFileSystem
@@ -226,8 +224,11 @@ class TableSnapshot:
 class _Folder:
     dir: AcidDir
     path: str
-    #: The folder's data files by bucket id, in listing order.
-    buckets: defaultdict[int, list[StoredFile]] = field(default_factory=lambda: defaultdict(list))
+    #: The folder's data files in listing order, and the bucket of each.
+    files: list[StoredFile] = field(default_factory=list)
+    bucket_ids: list[int] = field(default_factory=list)
+    #: No file listed after another with a greater path (as ``list_table_files`` lists).
+    in_path_order: bool = True
     side_files: set[str] = field(default_factory=set)
 
     @property
@@ -404,7 +405,11 @@ def _place_in_folder(
         return None
     if directory.in_delete_delta and not file_name.bucket_file:
         return f"{name!r} in {folder.dir.name} is not a bucket_N file"
-    folder.buckets[file_name.bucket_id].append(stored)
+    files = folder.files
+    if files and stored.path < files[-1].path:
+        folder.in_path_order = False
+    files.append(stored)
+    folder.bucket_ids.append(file_name.bucket_id)
     return None
 
 
@@ -684,19 +689,18 @@ def _collect(
 ) -> None:
     """Add a chosen folder's data files to ``files_by_bucket``, each bucket's in path order."""
     acid_dir, marked = folder.dir, folder.acid_version_marked
-    for bucket, stored_files in folder.buckets.items():
-        if len(stored_files) > 1:
-            stored_files = sorted(stored_files, key=_path)
+    files: Iterable[tuple[StoredFile, int]] = zip(folder.files, folder.bucket_ids, strict=True)
+    if not folder.in_path_order:
+        files = sorted(files, key=_path_of_first)  # stable: ties keep the listing's order
+    for stored, bucket in files:
         data_files = files_by_bucket.get(bucket)
         if data_files is None:
             data_files = files_by_bucket[bucket] = []
-        for stored in stored_files:
-            data_files.append(
-                _new_data_file(stored, role, bucket, acid_dir, invalid_write_ids, marked)
-            )
+        data_files.append(_new_data_file(stored, role, bucket, acid_dir, invalid_write_ids, marked))
 
 
-_path = attrgetter("path")
+def _path_of_first(pair: tuple[StoredFile, int]) -> str:
+    return pair[0].path
 
 
 # -- entry points ----------------------------------------------------------------------------
