@@ -18,7 +18,7 @@ The rules are Hive 3's ``AcidUtils.getAcidState``, per partition:
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from enum import Enum
@@ -81,38 +81,6 @@ class DataFile:
         return self.file.path
 
 
-# A frozen dataclass's __init__ stores each field through object.__setattr__: DataFile(...)
-# takes about 3.5 times as long as filling its slots directly. Resolution makes one DataFile
-# per listed file, so it does the latter: the same object (tests/acid/test_snapshot_reference.py).
-(
-    _set_file,
-    _set_role,
-    _set_bucket_id,
-    _set_folder,
-    _set_invalid_write_ids,
-    _set_acid_version_marked,
-) = (getattr(DataFile, f.name).__set__ for f in fields(DataFile))
-
-
-def _new_data_file(
-    file: StoredFile,
-    role: FileRole,
-    bucket_id: int,
-    folder: AcidDir | None,
-    invalid_write_ids: tuple[int, ...],
-    acid_version_marked: bool,
-) -> DataFile:
-    """``DataFile(file, role, ...)``, made without its ``__init__``."""
-    data_file = object.__new__(DataFile)
-    _set_file(data_file, file)
-    _set_role(data_file, role)
-    _set_bucket_id(data_file, bucket_id)
-    _set_folder(data_file, folder)
-    _set_invalid_write_ids(data_file, invalid_write_ids)
-    _set_acid_version_marked(data_file, acid_version_marked)
-    return data_file
-
-
 @dataclass(frozen=True)
 class ExcludedEntry:
     """A folder or file that is present but not part of the snapshot, with the reason."""
@@ -140,7 +108,7 @@ class ChosenDelta:
     invalid_write_ids: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BucketSlice:
     """Everything one bucket of one partition needs: the unit of pruning and compaction.
 
@@ -210,6 +178,75 @@ class TableSnapshot:
             if p.partition.values:
                 return p.partition.keys
         return ()
+
+
+# -- making DataFile and BucketSlice objects in bulk -----------------------------------------
+#
+# A frozen dataclass's __init__ stores each field through object.__setattr__: DataFile(...)
+# takes about 3.5 times as long as filling its slots directly. Resolution makes one DataFile
+# per listed file and one BucketSlice per slice, so it does the latter, and makes the same
+# objects (tests/acid/test_snapshot_reference.py).
+
+
+def _slot_setters(cls: type) -> Iterator[Callable[[Any, Any], None]]:
+    """The setter of each field's slot, in the order of the fields."""
+    return (getattr(cls, f.name).__set__ for f in fields(cls))
+
+
+(
+    _set_file,
+    _set_role,
+    _set_bucket_id,
+    _set_folder,
+    _set_invalid_write_ids,
+    _set_acid_version_marked,
+) = _slot_setters(DataFile)
+(
+    _set_partition,
+    _set_slice_bucket_id,
+    _set_original_files,
+    _set_base_files,
+    _set_delta_files,
+    _set_delete_delta_files,
+) = _slot_setters(BucketSlice)
+
+
+def _new_data_file(
+    file: StoredFile,
+    role: FileRole,
+    bucket_id: int,
+    folder: AcidDir | None,
+    invalid_write_ids: tuple[int, ...],
+    acid_version_marked: bool,
+) -> DataFile:
+    """``DataFile(file, role, ...)``, made without its ``__init__``."""
+    data_file = object.__new__(DataFile)
+    _set_file(data_file, file)
+    _set_role(data_file, role)
+    _set_bucket_id(data_file, bucket_id)
+    _set_folder(data_file, folder)
+    _set_invalid_write_ids(data_file, invalid_write_ids)
+    _set_acid_version_marked(data_file, acid_version_marked)
+    return data_file
+
+
+def _new_bucket_slice(
+    partition: Partition,
+    bucket_id: int,
+    original_files: tuple[DataFile, ...],
+    base_files: tuple[DataFile, ...],
+    delta_files: tuple[DataFile, ...],
+    delete_delta_files: tuple[DataFile, ...],
+) -> BucketSlice:
+    """``BucketSlice(partition, bucket_id, ...)``, made without its ``__init__``."""
+    bucket_slice = object.__new__(BucketSlice)
+    _set_partition(bucket_slice, partition)
+    _set_slice_bucket_id(bucket_slice, bucket_id)
+    _set_original_files(bucket_slice, original_files)
+    _set_base_files(bucket_slice, base_files)
+    _set_delta_files(bucket_slice, delta_files)
+    _set_delete_delta_files(bucket_slice, delete_delta_files)
+    return bucket_slice
 
 
 # -- grouping the listing --------------------------------------------------------------------
@@ -669,13 +706,13 @@ def _bucket_slices(
             _collect(delta_files, folder, FileRole.DELTA, chosen.invalid_write_ids)
     buckets = sorted({*original_files, *base_files, *delta_files, *delete_delta_files})
     return tuple(
-        BucketSlice(
-            partition=partition,
-            bucket_id=bucket,
-            original_files=tuple(original_files.get(bucket, ())),
-            base_files=tuple(base_files.get(bucket, ())),
-            delta_files=tuple(delta_files.get(bucket, ())),
-            delete_delta_files=tuple(delete_delta_files.get(bucket, ())),
+        _new_bucket_slice(
+            partition,
+            bucket,
+            tuple(original_files.get(bucket, ())),
+            tuple(base_files.get(bucket, ())),
+            tuple(delta_files.get(bucket, ())),
+            tuple(delete_delta_files.get(bucket, ())),
         )
         for bucket in buckets
     )

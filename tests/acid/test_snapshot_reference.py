@@ -24,12 +24,14 @@ from airflow_provider_acid.acid.names import (
     parse_bucket_file,
     parse_original_file,
 )
-from airflow_provider_acid.acid.partitions import parse_partition_component
+from airflow_provider_acid.acid.partitions import Partition, parse_partition_component
 from airflow_provider_acid.acid.snapshot import (
     AcidLayoutError,
+    BucketSlice,
     DataFile,
     FileRole,
     NotEnoughHistoryError,
+    _new_bucket_slice,
     _new_data_file,
     bucket_id_of,
     resolve_files,
@@ -39,15 +41,20 @@ from airflow_provider_acid.acid.writeids import ValidTxnList, ValidWriteIdList
 ROOT = "/t"
 
 
-def test_a_data_file_made_through_its_slots_is_the_one_its_init_makes():
-    stored = StoredFile("/t/delta_0000002_0000004/bucket_00001", 10, "v1")
+def test_objects_made_through_their_slots_are_those_their_init_makes():
+    stored = StoredFile("/t/dt=1/delta_0000002_0000004/bucket_00001", 10, "v1")
     folder = parse_acid_dir("delta_0000002_0000004")
-    made = _new_data_file(stored, FileRole.DELTA, 1, folder, (3,), True)
-    expected = DataFile(stored, FileRole.DELTA, 1, folder, (3,), True)
-    assert made == expected and hash(made) == hash(expected) and repr(made) == repr(expected)
-    assert pickle.loads(pickle.dumps(made)) == expected
-    with pytest.raises(FrozenInstanceError):
-        made.bucket_id = 2  # type: ignore[misc]
+    data_file = _new_data_file(stored, FileRole.DELTA, 1, folder, (3,), True)
+    expected_file = DataFile(stored, FileRole.DELTA, 1, folder, (3,), True)
+    partition = Partition.from_components(["dt=1"])
+    bucket_slice = _new_bucket_slice(partition, 1, (), (), (data_file,), ())
+    expected_slice = BucketSlice(partition, 1, delta_files=(expected_file,))
+    for made, expected in ((data_file, expected_file), (bucket_slice, expected_slice)):
+        assert made == expected and hash(made) == hash(expected)
+        assert repr(made) == repr(expected)
+        assert pickle.loads(pickle.dumps(made)) == expected
+        with pytest.raises(FrozenInstanceError):
+            made.bucket_id = 2  # type: ignore[misc]
 
 
 class ReferencePlacement:
