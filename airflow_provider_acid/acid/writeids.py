@@ -14,7 +14,7 @@ Absent a list, every write present on storage counts as committed
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -61,7 +61,7 @@ def _format_ids(ids: Iterable[int]) -> str:
     return ",".join(str(i) for i in ids)
 
 
-def _count_in(ids: tuple[int, ...], low: int, high: int) -> int:
+def _count_in(ids: Collection[int], low: int, high: int) -> int:
     return sum(1 for i in ids if low <= i <= high)
 
 
@@ -136,9 +136,11 @@ class ValidWriteIdList:
         """Whether all, some or none of the writes ``min..max`` are valid."""
         if min_write_id > self.high_watermark:
             return RangeValidity.NONE
-        invalid = max(0, max_write_id - self.high_watermark) + _count_in(
-            tuple(self._exceptions), min_write_id, min(max_write_id, self.high_watermark)
-        )
+        invalid = max(0, max_write_id - self.high_watermark)
+        if self._exceptions:
+            invalid += _count_in(
+                self._exceptions, min_write_id, min(max_write_id, self.high_watermark)
+            )
         if invalid == 0:
             return RangeValidity.ALL
         if invalid == max_write_id - min_write_id + 1:

@@ -1,0 +1,81 @@
+"""Snapshot resolution time over synthetic listings of 100k and 1M data files.
+
+The listing is the one benchmarks/manifest.py builds (8 buckets per partition, 4 data files
+per slice plus a delete delta: 1.25 listed files per data file, 32 data files a partition).
+For each size it prints the best of ``--repeat`` runs of :func:`resolve_files` over the
+listing already in memory, and, measured in the same run (best of at least 5), a reference
+pass that any resolution makes at least once: cutting every path at its last ``/``.
+The ratio of the two is resolution's cost per file in units of that pass; it moves less with
+the machine's load than seconds do. The 1M/100k ratio of the resolution times shows whether
+resolution stays linear in the number of files.
+
+    python benchmarks/snapshot.py [--sizes 100000 1000000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from manifest import ROOT, synthetic_files
+
+from airflow_provider_acid.acid.listing import StoredFile
+from airflow_provider_acid.acid.snapshot import resolve_files
+
+
+def reference_pass(files: list[StoredFile]) -> int:
+    """Cut every path into folder and file name, keeping nothing."""
+    cut = 0
+    for stored in files:
+        folder, _, _ = stored.path.rpartition("/")
+        cut += len(folder)
+    return cut
+
+
+def best_of(repeat: int, run) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        result = run()
+        best = min(best, time.perf_counter() - started)
+        del result
+    return best
+
+
+def measure(size: int, repeat: int) -> dict[str, float]:
+    files = synthetic_files(size)
+    snapshot = resolve_files(ROOT, files)
+    data_files = sum(len(s.data_files) for s in snapshot.slices)
+    slices = len(snapshot.slices)
+    del snapshot
+    return {
+        "listed": len(files),
+        "data_files": data_files,
+        "slices": slices,
+        "resolve_s": best_of(repeat, lambda: resolve_files(ROOT, files)),
+        "reference_s": best_of(max(repeat, 5), lambda: reference_pass(files)),  # it is short
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    results = {}
+    for size in args.sizes:
+        r = results[size] = measure(size, args.repeat)
+        print(
+            f"{r['data_files']:>9,} data files ({r['listed']:,} listed, {r['slices']:,} slices)  "
+            f"resolve {r['resolve_s']:6.2f} s ({r['resolve_s'] / r['listed'] * 1e6:.1f} us "
+            f"a file)  reference pass {r['reference_s']:.3f} s  "
+            f"ratio {r['resolve_s'] / r['reference_s']:.0f}x",
+            flush=True,
+        )
+    if 100_000 in results and 1_000_000 in results:
+        ratio = results[1_000_000]["resolve_s"] / results[100_000]["resolve_s"]
+        print(f"1M/100k resolution time ratio: {ratio:.1f} (10 is linear)")
+
+
+if __name__ == "__main__":
+    main()
