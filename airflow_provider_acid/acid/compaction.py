@@ -53,6 +53,7 @@ from .hive_types import (
     partition_scalar,
 )
 from .listing import location_uri, resolve_filesystem
+from .locations import check_outside_table
 from .partitions import parse_partition_component
 from .rows import DeleteBatch, SliceReader, TableColumns, table_columns
 from .schema import partition_columns
@@ -407,6 +408,9 @@ def plan_for(
 ) -> SnapshotPlan:
     """Plan a snapshot of an already resolved table snapshot (see :func:`plan_snapshot`)."""
     out_fs, out_root = resolve_filesystem(out_uri, out_filesystem, storage_options)
+    check_outside_table(
+        location_uri(out_fs, out_root), location_uri(fs, snapshot.root), "output location"
+    )
     chosen = select_slices(snapshot, partitions, buckets, slice_keys)
     columns = table_columns(snapshot, fs, options.schema)
     settings = _output_settings(

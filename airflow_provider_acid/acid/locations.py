@@ -77,3 +77,30 @@ def check_location(
     raise LocationNotAllowedError(
         f"{what} {uri!r} is outside the allowed prefixes {prefixes} ([acid] allowed_uri_prefixes)"
     )
+
+
+class OutputInsideTableError(ValueError):
+    """An output location at or below the Hive table's: writing there would add files to it."""
+
+
+def is_within(uri: str, root_uri: str) -> bool:
+    """Whether ``uri`` is ``root_uri`` or lies below it: same scheme, normalised paths (local
+    ones with symbolic links followed, ``..`` resolved everywhere)."""
+    scheme, path = _split(uri.strip())
+    root_scheme, root_path = _split(root_uri.strip())
+    if scheme != root_scheme:
+        return False
+    if scheme == "file":
+        return _below(os.path.realpath(path), os.path.realpath(root_path))
+    return _below(posixpath.normpath("/" + path), posixpath.normpath("/" + root_path))
+
+
+def check_outside_table(uri: str, table_uri: str, what: str = "output_uri") -> str:
+    """Return ``uri`` unless it is the table's location or inside it (the message names both):
+    snapshots, indexes and manifests never go into the Hive table, which is only ever read."""
+    if is_within(uri, table_uri):
+        raise OutputInsideTableError(
+            f"{what} {uri!r} is inside the Hive table {table_uri!r}: choose a location outside "
+            "it (the table is only ever read)"
+        )
+    return uri

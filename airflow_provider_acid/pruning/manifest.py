@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
 from ..acid.listing import location_uri, resolve_filesystem
+from ..acid.locations import check_outside_table
 from ..acid.schema import table_schema
 from ..acid.snapshot import (
     BucketSlice,
@@ -495,15 +496,9 @@ def refresh_index(
     index_storage_options: dict[str, Any] | None = None,
 ):
     """Bring the index in line with the snapshot's data files (delete deltas carry no data)."""
-    if _inside(index_uri, snapshot.root):
-        raise ValueError(f"index location {index_uri} is inside the Hive table {snapshot.root}")
+    check_outside_table(index_uri, location_uri(fs, snapshot.root), "index location")
     keys = [file_key(f) for s in snapshot.slices for f in s.data_files]
     return refresh(index_uri, keys, fs, storage_options=index_storage_options)
-
-
-def _inside(uri: str, root: str) -> bool:
-    path = uri.split("://", 1)[-1].rstrip("/") + "/"
-    return path.startswith(root.split("://", 1)[-1].rstrip("/") + "/")
 
 
 def compute_manifest(
@@ -551,6 +546,7 @@ def write_manifest(
     (``.parquet``: a row per file, the header in the schema metadata). Returns its URI
     (``s3://...`` on S3, a plain path locally)."""
     fs, path = resolve_filesystem(uri, storage_options=storage_options)
+    check_outside_table(location_uri(fs, path), manifest.table, "manifest location")
     if path.endswith(".parquet"):
         rows = [
             {"slice": s.key, "partition": s.partition, "bucket": s.bucket, **f.to_dict()}

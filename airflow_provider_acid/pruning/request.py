@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..acid.listing import resolve_filesystem
-from ..acid.locations import check_location
+from ..acid.locations import check_location, check_outside_table
 from ..acid.schema import table_schema
 from ..acid.snapshot import resolve_snapshot
 from ..acid.writeids import parse_write_id_list
@@ -47,6 +47,10 @@ def validate_snapshot_request(
             parse_write_id_list(write_ids)
         except ValueError as exc:
             problems.append(f"valid_write_ids: {exc}")
+    try:
+        check_outside_table(output_uri, table_uri)
+    except ValueError as exc:
+        problems.append(str(exc))
     if problems:  # do not even list a location that is not allowed
         raise SnapshotRequestError("; ".join(problems))
     normalised = None

@@ -210,3 +210,10 @@ def test_the_differential_table_does_prune(random_table):
     expr = bind(parse_predicate("id > 500"), schema)
     manifest = build_manifest(snapshot, expr, schema, index)
     assert manifest.slices == () and manifest.metrics.slices_total == len(snapshot.slices) > 3
+
+
+def test_a_manifest_is_never_written_inside_the_table(sales, tmp_path):
+    manifest = compute_manifest(sales.root, "id = 1", index_uri=str(tmp_path / "i"), refresh=True)
+    with pytest.raises(ValueError, match="manifest location .* is inside the Hive table"):
+        write_manifest(manifest, sales.root + "/_manifests/run.json")
+    assert not fsspec.filesystem("file").exists(sales.root + "/_manifests")
