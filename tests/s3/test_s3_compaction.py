@@ -322,3 +322,36 @@ def test_a_refused_part_of_a_multipart_upload_commits_nothing(s3, big_bucket):
     assert written.size > MULTIPART_BLOCK
     got = read_back(s3, out)
     assert in_order(got).equals(in_order(writer.expected_rows().cast(got.schema)))
+
+
+# -- 5. expiring older snapshots on S3 ----------------------------------------------------------
+
+
+def test_expiring_on_s3_leaves_exactly_the_latest_snapshot(s3, demo):
+    from airflow_provider_acid.acid.commit import expire_snapshots
+
+    writer, url = demo
+    out = s3.url("expire")
+    first = compact_table(url, out, storage_options=s3.storage_options)
+    second = compact_table(  # other settings: another snapshot, no file shared with the first
+        url, out, storage_options=s3.storage_options, options=CompactionOptions(compression="lz4")
+    )
+    assert first.snapshot_id != second.snapshot_id
+    assert len(visible_data_files(s3, out)) == len(first.files) + len(second.files)
+
+    with s3.requests.recording() as seen:
+        expired = expire_snapshots(out, keep=1, storage_options=s3.storage_options)
+
+    assert (expired.kept, expired.removed_snapshots) == (
+        (second.snapshot_id,),
+        (first.snapshot_id,),
+    )
+    assert sorted(expired.removed_files) == sorted(f.path for f in first.files)
+    assert visible_data_files(s3, out) == {f.path for f in second.files}
+    assert not [k for k in objects(s3, out) if f"/_snapshots/{first.snapshot_id}/" in k]
+    assert (
+        latest_snapshot(out, storage_options=s3.storage_options).snapshot_id == second.snapshot_id
+    )
+    assert {r.operation for r in seen} <= {"ListObjectsV2", "GetObject", "HeadObject"} | WRITES
+    got = read_back(s3, out)
+    assert in_order(got).equals(in_order(writer.expected_rows().cast(got.schema)))
