@@ -141,3 +141,28 @@ def test_bad_arguments_fail_with_their_names():
     sensor = AcidDeltaSensor(task_id="s", table_uri="/x", above_write_id="yesterday")
     with pytest.raises(ValueError, match="above_write_id.*'yesterday'"):
         sensor.poke({})
+
+
+@pytest.mark.parametrize("soft_fail", [True, False])
+def test_a_deferral_that_times_out_skips_with_soft_fail_and_fails_without(table, soft_fail):
+    """What the scheduler does when the trigger outlives the sensor's timeout: it resumes the
+    task with Airflow's failure signal, which the task runner hands to resume_execution."""
+    from airflow.sdk.bases.operator import TRIGGER_FAIL_REPR, TriggerFailureReason
+    from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
+
+    sensor = AcidDeltaSensor(
+        task_id="s",
+        table_uri=str(table),
+        above_write_id=3,
+        deferrable=True,
+        timeout=2,
+        soft_fail=soft_fail,
+    )
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor.execute({})
+    assert deferred.value.timeout.total_seconds() == 2  # the scheduler's deadline
+    expected = AirflowSkipException if soft_fail else AirflowSensorTimeout
+    with pytest.raises(expected):
+        sensor.resume_execution(
+            TRIGGER_FAIL_REPR, {"error": TriggerFailureReason.TRIGGER_TIMEOUT}, context={}
+        )
