@@ -408,9 +408,9 @@ def plan_for(
 ) -> SnapshotPlan:
     """Plan a snapshot of an already resolved table snapshot (see :func:`plan_snapshot`)."""
     out_fs, out_root = resolve_filesystem(out_uri, out_filesystem, storage_options)
-    check_outside_table(
-        location_uri(out_fs, out_root), location_uri(fs, snapshot.root), "output location"
-    )
+    # Where workers open the table again (compact_slice(plan.table, ...)): keep its protocol.
+    table_uri = location_uri(fs, snapshot.root)
+    check_outside_table(location_uri(out_fs, out_root), table_uri, "output location")
     chosen = select_slices(snapshot, partitions, buckets, slice_keys)
     columns = table_columns(snapshot, fs, options.schema)
     settings = _output_settings(
@@ -423,8 +423,6 @@ def plan_for(
     snapshot_id = _snapshot_id(snapshot, settings, planned)
     if read_manifest(out_fs, out_root, snapshot_id) is not None:
         return read_plan(out_fs, out_root, snapshot_id)
-    # Where workers open the table again (compact_slice(plan.table, ...)): keep its protocol.
-    table_uri = location_uri(fs, snapshot.root)
     previous = None
     if options.reuse:
         previous, usable = reuse_candidates(out_fs, out_root, table_uri)

@@ -30,7 +30,9 @@ from .listing import StoredFile, list_table_files, resolve_filesystem
 from .names import (
     AcidDir,
     BaseDir,
+    BucketFileName,
     DeltaDir,
+    OriginalFileName,
     is_hidden,
     is_side_file,
     parse_acid_dir,
@@ -300,12 +302,14 @@ class _FileName:
     @classmethod
     def parse(cls, name: str) -> _FileName:
         side_file = is_side_file(name)
+        bucket_file = parse_bucket_file(name)
+        original_file = parse_original_file(name)
         return cls(
             skipped=is_hidden(name) and not side_file,
             side_file=side_file,
-            bucket_file=parse_bucket_file(name) is not None,
-            original_file=parse_original_file(name) is not None,
-            bucket_id=bucket_id_of(name),
+            bucket_file=bucket_file is not None,
+            original_file=original_file is not None,
+            bucket_id=_bucket_id(bucket_file, original_file),
         )
 
 
@@ -480,11 +484,13 @@ def bucket_id_of(name: str) -> int:
     ``bucket_N`` and ``bucket_N_A`` -> N; ``N_M`` and ``N_M_copy_K`` -> N. Files that LOAD DATA
     or insert-only writers left under other names have no bucket number and count as bucket 0.
     """
-    bucket = parse_bucket_file(name)
-    if bucket is not None:
-        return bucket.bucket_id
-    original = parse_original_file(name)
-    return original.bucket_id if original is not None else 0
+    return _bucket_id(parse_bucket_file(name), parse_original_file(name))
+
+
+def _bucket_id(bucket_file: BucketFileName | None, original_file: OriginalFileName | None) -> int:
+    if bucket_file is not None:
+        return bucket_file.bucket_id
+    return original_file.bucket_id if original_file is not None else 0
 
 
 def _resolve_partition(
