@@ -50,3 +50,17 @@ compose-check:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends docker-compose; }
 	docker-compose --file docker-compose.yaml config --quiet
 	@echo "docker-compose.yaml: valid ($$(docker-compose --file docker-compose.yaml config --services | wc -l) services)"
+
+# A real Hive standalone metastore 4.0.1 on 127.0.0.1 with embedded Derby (scripts/metastore.py):
+# fetched through Maven into .cache/hive-metastore/ on first use, reused while it runs. The last
+# line `make metastore` prints is its URI (thrift://127.0.0.1:PORT). METASTORE_ARGS passes
+# arguments, e.g. METASTORE_ARGS='--home .cache/hive-metastore/sasl --auth config --user u
+# --password p'; scripts/metastore_smoke.py checks a running one.
+.PHONY: metastore metastore-stop
+METASTORE_ARGS ?=
+
+metastore: install
+	@$(BIN)/python scripts/metastore.py start $(METASTORE_ARGS)
+
+metastore-stop:
+	@$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) scripts/metastore.py stop $(METASTORE_ARGS)
