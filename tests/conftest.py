@@ -18,6 +18,14 @@ os.environ.setdefault(
 
 from hive_fixtures import arrange_fixture_table  # noqa: E402
 
+# A real Hive Metastore for every folder: metastore_uri, metastore, metastore_db.
+from metastore_fixtures import (  # noqa: E402, F401
+    metastore,
+    metastore_db,
+    metastore_uri,
+    sasl_metastore_uri,
+)
+
 
 @pytest.fixture
 def hive_table(tmp_path: Path) -> Callable[[str], Path]:

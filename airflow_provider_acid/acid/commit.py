@@ -181,6 +181,9 @@ class PlannedSlice:
     bucket: int
     fingerprint: str
     reused: BucketResult | None = None
+    #: The slice's source files at planning (relative to the table root where below it), so
+    #: that a worker can name a file that vanished since (Hive's Cleaner removes obsolete ones).
+    files: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -189,6 +192,7 @@ class PlannedSlice:
             "bucket": self.bucket,
             "fingerprint": self.fingerprint,
             "reused": self.reused.to_dict() if self.reused else None,
+            "files": list(self.files),
         }
 
     @classmethod
@@ -200,6 +204,7 @@ class PlannedSlice:
             int(data["bucket"]),
             data["fingerprint"],
             BucketResult.from_dict(reused) if reused else None,
+            tuple(data.get("files", ())),
         )
 
 
@@ -223,6 +228,10 @@ class SnapshotPlan:
     created_at: str = field(default_factory=_now)
     #: the highest write id among the source folders the table snapshot read
     max_write_id: int = 0
+    #: the metastore's definition of the table (``TableDefinition.to_dict()``), when read by name
+    definition: Mapping[str, Any] | None = None
+    #: what the reader should know of how this snapshot was read (e.g. storage-only mode)
+    warnings: tuple[str, ...] = ()
 
     @property
     def slice_keys(self) -> tuple[str, ...]:
@@ -257,6 +266,8 @@ class SnapshotPlan:
             "previous_snapshot_id": self.previous_snapshot_id,
             "created_at": self.created_at,
             "max_write_id": self.max_write_id,
+            "definition": dict(self.definition) if self.definition else None,
+            "warnings": list(self.warnings),
         }
 
     @classmethod
@@ -273,6 +284,8 @@ class SnapshotPlan:
             previous_snapshot_id=data.get("previous_snapshot_id"),
             created_at=data["created_at"],
             max_write_id=int(data.get("max_write_id", 0)),
+            definition=data.get("definition"),
+            warnings=tuple(data.get("warnings", ())),
         )
 
 
@@ -298,6 +311,13 @@ class SnapshotResult:
     newly_committed: bool = True
     #: the highest write id among the source folders (the watermark for the next run)
     max_write_id: int = 0
+    #: the metastore's definition of the source table, when it was read by name
+    definition: Mapping[str, Any] | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def table_name(self) -> str | None:
+        return self.definition["name"] if self.definition else None
 
     @property
     def files(self) -> tuple[OutputFile, ...]:
@@ -339,6 +359,8 @@ class SnapshotResult:
                 "txns": self.txns,
                 "insert_only": self.insert_only,
                 "max_write_id": self.max_write_id,
+                "definition": dict(self.definition) if self.definition else None,
+                "warnings": list(self.warnings),
             },
             "settings": dict(self.settings),
             "files": [{**f.to_dict(), "slice": b.slice_key} for b in self.buckets for f in b.files],
@@ -368,6 +390,8 @@ class SnapshotResult:
             txns=source["txns"],
             insert_only=bool(source["insert_only"]),
             max_write_id=int(source.get("max_write_id", 0)),
+            definition=source.get("definition"),
+            warnings=tuple(source.get("warnings", ())),
             settings=data["settings"],
             buckets=tuple(
                 BucketResult.from_dict({**s, "snapshot_id": sid}) for s in data["slices"]
@@ -638,6 +662,8 @@ def commit_snapshot(
         previous_snapshot_id=earlier[-1].snapshot_id if earlier else None,
         newly_committed=True,
         max_write_id=plan.max_write_id,
+        definition=plan.definition,
+        warnings=plan.warnings,
     )
     manifest = json.dumps(result.to_dict(), indent=1, sort_keys=True).encode()
     write_whole(fs, manifest_path, manifest)  # the commit point

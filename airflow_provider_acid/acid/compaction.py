@@ -23,7 +23,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import pyarrow as pa
@@ -58,6 +58,7 @@ from .partitions import parse_partition_component
 from .rows import DeleteBatch, SliceReader, TableColumns, table_columns
 from .schema import partition_columns
 from .snapshot import BucketSlice, TableSnapshot, resolve_snapshot
+from .source import TableDefinition, TableSource, storage_only_warning
 from .writeids import RangeValidity, ValidTxnList, ValidWriteIdList, parse_write_id_list
 
 #: A row filter: given a batch of output rows, which to keep (nulls count as False).
@@ -417,7 +418,13 @@ def plan_for(
         options, columns, partition_columns(snapshot, options.partition_types), row_filter_key
     )
     planned = [
-        PlannedSlice(s.key, s.partition.path, s.bucket_id, slice_fingerprint(snapshot, s, settings))
+        PlannedSlice(
+            s.key,
+            s.partition.path,
+            s.bucket_id,
+            slice_fingerprint(snapshot, s, settings),
+            files=tuple(_relative(snapshot.root, f.path) for f in s.files),
+        )
         for s in chosen
     ]
     snapshot_id = _snapshot_id(snapshot, settings, planned)
@@ -427,7 +434,7 @@ def plan_for(
     if options.reuse:
         previous, usable = reuse_candidates(out_fs, out_root, table_uri)
         planned = [
-            PlannedSlice(p.key, p.partition, p.bucket, p.fingerprint, reused)
+            replace(p, reused=reused)
             if (reused := usable.get(p.key)) is not None and reused.fingerprint == p.fingerprint
             else p
             for p in planned
@@ -445,20 +452,28 @@ def plan_for(
         max_write_id=max(
             (f.folder.max_write_id for f in snapshot.files if f.folder is not None), default=0
         ),
+        definition=snapshot.definition.to_dict() if snapshot.definition else None,
+        warnings=_warnings(snapshot),
     )
     write_plan(out_fs, plan)
     return plan
 
 
+def _warnings(snapshot: TableSnapshot) -> tuple[str, ...]:
+    warning = storage_only_warning(snapshot.write_ids, snapshot.definition)
+    return (warning,) if warning else ()
+
+
 def _resolve(
-    table_uri: str,
+    table_uri: str | TableSource,
     write_ids: ValidWriteIdList | str | None,
     txns: ValidTxnList | str | None,
     insert_only: bool,
     filesystem: AbstractFileSystem | None,
     storage_options: dict[str, Any] | None,
 ) -> tuple[TableSnapshot, AbstractFileSystem]:
-    fs, _ = resolve_filesystem(table_uri, filesystem, storage_options)
+    location = table_uri.location if isinstance(table_uri, TableSource) else table_uri
+    fs, _ = resolve_filesystem(location, filesystem, storage_options)
     if isinstance(write_ids, str):
         write_ids = parse_write_id_list(write_ids)
     snapshot = resolve_snapshot(table_uri, write_ids, txns, insert_only=insert_only, filesystem=fs)
@@ -466,7 +481,7 @@ def _resolve(
 
 
 def plan_snapshot(
-    table_uri: str,
+    table_uri: str | TableSource,
     out_uri: str,
     *,
     write_ids: ValidWriteIdList | str | None = None,
@@ -802,28 +817,82 @@ def compact_slice(
         fs, _ = resolve_filesystem(snapshot.root, filesystem, storage_options)
     else:
         snapshot, fs = _resolve(
-            source, plan.write_ids, plan.txns, plan.insert_only, filesystem, storage_options
+            _planned_source(plan, planned, source),
+            plan.write_ids,
+            plan.txns,
+            plan.insert_only,
+            filesystem,
+            storage_options,
         )
     if plan.table not in (snapshot.root, location_uri(fs, snapshot.root)):
         raise ValueError(
             f"snapshot {snapshot_id} was planned for {plan.table}, not {snapshot.root}"
         )
     bucket_slice = next((s for s in snapshot.slices if s.key == slice_key), None)
-    if bucket_slice is None:
-        raise CommitError(f"slice {slice_key!r} is no longer in {snapshot.root}: plan again")
-    fingerprint = slice_fingerprint(snapshot, bucket_slice, plan.settings)
+    fingerprint = slice_fingerprint(snapshot, bucket_slice, plan.settings) if bucket_slice else ""
     if fingerprint != planned.fingerprint:
-        raise CommitError(
-            f"the files of slice {slice_key} in {snapshot.root} changed since snapshot "
-            f"{snapshot_id} was planned: plan again"
+        raise SourceChangedError(_changed(snapshot, bucket_slice, planned, snapshot_id))
+    try:
+        return compact_bucket(
+            snapshot, bucket_slice, fs, out_fs, plan, fingerprint=fingerprint, row_filter=row_filter
         )
-    return compact_bucket(
-        snapshot, bucket_slice, fs, out_fs, plan, fingerprint=fingerprint, row_filter=row_filter
+    except FileNotFoundError as exc:  # removed while it was read
+        raise SourceChangedError(
+            f"source file {exc.filename or exc} of slice {slice_key} vanished while snapshot "
+            f"{snapshot_id} was read{_REPLAN}"
+        ) from exc
+
+
+#: How to recover from a source that changed under a planned snapshot.
+_REPLAN = (
+    ". Hive's Cleaner deletes the files a compaction made obsolete; the snapshot must be "
+    "re-planned: run the DAG again from its manifest (or plan) task, which reads a new view"
+)
+
+
+class SourceChangedError(CommitError):
+    """A slice's source files changed or vanished since its snapshot was planned."""
+
+
+def _changed(
+    snapshot: TableSnapshot,
+    bucket_slice: BucketSlice | None,
+    planned: PlannedSlice,
+    snapshot_id: str,
+) -> str:
+    now = {_relative(snapshot.root, f.path) for f in bucket_slice.files} if bucket_slice else set()
+    vanished = [f for f in planned.files if f not in now]
+    if vanished:
+        shown = ", ".join(vanished[:5]) + (
+            f" and {len(vanished) - 5} more" if len(vanished) > 5 else ""
+        )
+        return (
+            f"source files of slice {planned.key} in {snapshot.root} vanished since snapshot "
+            f"{snapshot_id} was planned: {shown}{_REPLAN}"
+        )
+    if bucket_slice is None:
+        return f"slice {planned.key!r} is no longer in {snapshot.root}{_REPLAN}"
+    return (
+        f"the files of slice {planned.key} in {snapshot.root} changed since snapshot "
+        f"{snapshot_id} was planned{_REPLAN}"
+    )
+
+
+def _planned_source(plan: SnapshotPlan, planned: PlannedSlice, table_uri: str) -> str | TableSource:
+    """What a worker lists to compact ``planned``: with a metastore's definition, only the
+    slice's partition location; without, the whole table."""
+    if not plan.definition:
+        return table_uri
+    definition = TableDefinition.from_dict(plan.definition)
+    if definition.partitions is not None:
+        definition = definition.with_partitions([planned.partition])
+    return TableSource(
+        table_uri, plan.write_ids, plan.txns, plan.insert_only, definition, plan.warnings
     )
 
 
 def compact_table(
-    table_uri: str,
+    table_uri: str | TableSource,
     out_uri: str,
     *,
     write_ids: ValidWriteIdList | str | None = None,
@@ -933,6 +1002,7 @@ __all__ = [
     "DeleteKeySet",
     "ProgressCallback",
     "RowFilter",
+    "SourceChangedError",
     "compact_bucket",
     "compact_slice",
     "compact_table",

@@ -88,6 +88,7 @@ def snapshot_to_dict(snapshot: TableSnapshot) -> dict[str, Any]:
         "write_ids": None if snapshot.write_ids.is_all_committed else str(snapshot.write_ids),
         "txns": str(snapshot.txns) if snapshot.txns else None,
         "insert_only": snapshot.insert_only,
+        "definition": snapshot.definition.to_dict() if snapshot.definition else None,
         "partitions": [_partition(snapshot, p) for p in snapshot.partitions],
         "unrecognised": [
             {"path": _relative(snapshot, u.path), "detail": u.detail} for u in snapshot.unrecognised
@@ -105,8 +106,28 @@ def format_snapshot(snapshot: TableSnapshot) -> str:
     """A human-readable report: partitions, slices, chosen and left-out folders with reasons."""
     data = snapshot_to_dict(snapshot)
     totals = data["totals"]
-    lines = [
-        f"table      {data['table']}",
+    definition = snapshot.definition
+    lines = [f"table      {data['table']}"]
+    if definition is not None:
+        buckets = (
+            f", {definition.num_buckets} bucket(s) by {', '.join(definition.bucket_columns)}"
+            if definition.bucket_columns
+            else ""
+        )
+        columns = ", ".join(f"{n} {t}" for n, t in definition.columns)
+        keys = ", ".join(f"{n} {t}" for n, t in definition.partition_columns)
+        read = (
+            f"{len(definition.partitions)} of {definition.partitions_total} partition(s) listed"
+            if definition.partitions is not None
+            else "unpartitioned"
+        )
+        lines += [
+            f"name       {definition.name} in {definition.metastore} "
+            f"({definition.transactional_properties}{buckets})",
+            f"columns    {columns}" + (f"; partitioned by {keys}" if keys else ""),
+            f"listed     {read}",
+        ]
+    lines += [
         f"write ids  {data['write_ids'] or 'none given: every write present is committed'}"
         + (f"   txns {data['txns']}" if data["txns"] else ""),
         f"totals     {totals['partitions']} partition(s), {totals['slices']} slice(s), "

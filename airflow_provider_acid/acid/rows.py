@@ -144,11 +144,18 @@ def _newest_first(files: Iterable[DataFile]) -> list[DataFile]:
 def table_columns(
     snapshot: TableSnapshot, fs: AbstractFileSystem, schema: Any = None
 ) -> TableColumns:
-    """The table's columns: from ``schema`` when given, else from the newest ACID file's ``row``
+    """The table's columns: from ``schema`` when given, else from the metastore's definition
+    when the table was read by name, else from the newest ACID file's ``row``
     struct (delete deltas count, data files first), else from the newest plain file (always
     from the newest file for an insert-only table)."""
     if schema is not None:
         return TableColumns.from_schema(schema)
+    if snapshot.definition is not None:
+        definition = snapshot.definition
+        return TableColumns(
+            tuple(TableColumn(n, HiveType.parse(t)) for n, t in definition.columns),
+            f"metastore {definition.metastore}, table {definition.name}",
+        )
     fallback: TableColumns | None = None
     for data_file in _newest_first(snapshot.files):
         if fallback is not None and data_file.folder is None:

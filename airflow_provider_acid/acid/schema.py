@@ -17,7 +17,8 @@ def partition_columns(
     snapshot: TableSnapshot, declared: Mapping[str, str] | None = None
 ) -> list[tuple[str, HiveType]]:
     """Partition columns with their Hive types: ``declared`` ones as given (``{"dt": "date"}``),
-    the others inferred from the folder values (bigint, date, else string)."""
+    then the metastore's (when the table was read by name), the others inferred from the
+    folder values (bigint, date, else string)."""
     keys = snapshot.partition_keys()
     for part in snapshot.partitions:
         if part.partition.values and part.partition.keys != keys:
@@ -25,6 +26,8 @@ def partition_columns(
                 f"partition {part.partition.path!r} of {snapshot.root} has columns "
                 f"{list(part.partition.keys)}, others {list(keys)}"
             )
+    if snapshot.definition is not None:  # the metastore's types, unless overridden
+        declared = {**snapshot.definition.partition_types, **(declared or {})}
     declared = {k.lower(): v for k, v in (declared or {}).items()}
     columns = []
     for index, key in enumerate(keys):

@@ -18,9 +18,10 @@ The rules are Hive 3's ``AcidUtils.getAcidState``, per partition:
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from typing import Any
 
@@ -40,6 +41,7 @@ from .names import (
     parse_original_file,
 )
 from .partitions import Partition, parse_partition_component
+from .source import PartitionLocation, TableDefinition, TableSource
 from .writeids import RangeValidity, ValidTxnList, ValidWriteIdList
 
 
@@ -162,6 +164,8 @@ class TableSnapshot:
     insert_only: bool
     partitions: tuple[PartitionSnapshot, ...]
     unrecognised: tuple[UnrecognisedEntry, ...] = ()
+    #: The metastore's definition of the table, when it was read by name.
+    definition: TableDefinition | None = None
 
     @property
     def slices(self) -> tuple[BucketSlice, ...]:
@@ -176,6 +180,8 @@ class TableSnapshot:
         return tuple(e for p in self.partitions for e in p.excluded)
 
     def partition_keys(self) -> tuple[str, ...]:
+        if self.definition is not None:
+            return tuple(name for name, _ in self.definition.partition_columns)
         for p in self.partitions:
             if p.partition.values:
                 return p.partition.keys
@@ -793,8 +799,55 @@ def resolve_files(
     )
 
 
+def resolve_partition_locations(
+    root: str,
+    locations: Sequence[PartitionLocation],
+    fs: AbstractFileSystem,
+    write_ids: ValidWriteIdList | None = None,
+    txns: ValidTxnList | None = None,
+    *,
+    insert_only: bool = False,
+    definition: TableDefinition | None = None,
+    max_workers: int = 8,
+) -> TableSnapshot:
+    """Resolve a snapshot from the given partitions only, each listed at its own location
+    (a metastore's partitions, which may lie outside ``root``), ``max_workers`` at a time."""
+    write_ids = write_ids or ValidWriteIdList.all_committed()
+    paths = [resolve_filesystem(p.location, fs)[1] for p in locations]
+    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(paths) or 1))) as pool:
+        listed = list(pool.map(lambda path: list_table_files(fs, path), paths))
+    partitions: list[PartitionSnapshot] = []
+    unrecognised: list[UnrecognisedEntry] = []
+    with _cyclic_gc_paused():
+        for location, path, files in zip(locations, paths, listed, strict=True):
+            listings, odd = _group_listing(path, files, insert_only)
+            unrecognised += odd
+            for listing in listings:
+                if listing.partition.path:
+                    unrecognised.append(
+                        UnrecognisedEntry(
+                            f"{path}/{listing.partition.path}",
+                            f"partition folder inside the location of partition {location.name}"
+                            " (the metastore's partitions are read at their own locations)",
+                        )
+                    )
+                    continue
+                listing.partition = location.partition
+                partitions.append(_resolve_partition(listing, write_ids, txns))
+        del listed
+    return TableSnapshot(
+        root=root,
+        write_ids=write_ids,
+        txns=txns,
+        insert_only=insert_only,
+        partitions=tuple(sorted(partitions, key=lambda p: p.partition.path)),
+        unrecognised=tuple(unrecognised),
+        definition=definition,
+    )
+
+
 def resolve_snapshot(
-    table_uri: str,
+    table_uri: str | TableSource,
     write_ids: ValidWriteIdList | str | None = None,
     txns: ValidTxnList | str | None = None,
     *,
@@ -804,13 +857,36 @@ def resolve_snapshot(
 ) -> TableSnapshot:
     """List ``table_uri`` once and resolve the snapshot that ``write_ids`` and ``txns`` see.
 
-    Write-id and transaction lists may be given as Hive's serialized strings.
+    Write-id and transaction lists may be given as Hive's serialized strings. ``table_uri``
+    may be a :class:`TableSource` instead: its read view is used (unless lists are given),
+    and when it comes from a metastore, only its partitions' locations are listed.
     """
     from .writeids import parse_write_id_list
 
+    definition = None
+    if isinstance(table_uri, TableSource):
+        source = table_uri
+        write_ids = source.write_ids if write_ids is None else write_ids
+        txns = source.txns if txns is None else txns
+        insert_only = insert_only or source.insert_only
+        definition = source.definition
+        table_uri = source.location
     if isinstance(write_ids, str):
         write_ids = parse_write_id_list(write_ids)
     if isinstance(txns, str):
         txns = ValidTxnList.parse(txns)
     fs, root = resolve_filesystem(table_uri, filesystem, storage_options)
-    return resolve_files(root, list_table_files(fs, root), write_ids, txns, insert_only=insert_only)
+    if definition is not None and definition.partitions is not None:
+        return resolve_partition_locations(
+            root,
+            definition.partitions,
+            fs,
+            write_ids,
+            txns,
+            insert_only=insert_only,
+            definition=definition,
+        )
+    snapshot = resolve_files(
+        root, list_table_files(fs, root), write_ids, txns, insert_only=insert_only
+    )
+    return replace(snapshot, definition=definition) if definition is not None else snapshot

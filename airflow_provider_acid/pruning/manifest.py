@@ -45,6 +45,7 @@ from ..acid.snapshot import (
     TableSnapshot,
     resolve_snapshot,
 )
+from ..acid.source import TableDefinition, TableSource, storage_only_warning
 from ..acid.storage import write_whole
 from .binding import bind
 from .dnf_filters import parse_dnf_filters
@@ -173,10 +174,27 @@ class SliceManifest:
     created_at: str = field(
         default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     )
+    #: the metastore's definition of the table (``TableDefinition``), when read by name
+    definition: TableDefinition | None = None
+    #: what a reader of the manifest should know (e.g. that it was read storage-only)
+    warnings: tuple[str, ...] = ()
 
     @property
     def slice_keys(self) -> list[str]:
         return [s.key for s in self.slices]
+
+    @property
+    def source(self) -> TableSource:
+        """The pinned source the manifest was computed from: compacting it reads the same
+        view (write-id and transaction lists) and, by name, only the kept partitions."""
+        definition = self.definition
+        if definition is not None and definition.partitions is not None:
+            kept = list(dict.fromkeys(s.partition for s in self.slices))
+            definition = definition.with_partitions(kept)
+        insert_only = definition.insert_only if definition is not None else False
+        return TableSource(
+            self.table, self.write_ids, self.txns, insert_only, definition, self.warnings
+        )
 
     def header(self) -> dict[str, Any]:
         return {
@@ -190,6 +208,8 @@ class SliceManifest:
             "index_uri": self.index_uri,
             "created_at": self.created_at,
             "metrics": self.metrics.to_dict(),
+            "definition": self.definition.to_dict() if self.definition else None,
+            "warnings": list(self.warnings),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -209,6 +229,10 @@ class SliceManifest:
             slices=tuple(KeptSlice.from_dict(s) for s in data["slices"]),
             metrics=PruningMetrics.from_dict(data["metrics"]),
             created_at=data["created_at"],
+            definition=(
+                TableDefinition.from_dict(data["definition"]) if data.get("definition") else None
+            ),
+            warnings=tuple(data.get("warnings", ())),
         )
 
 
@@ -250,13 +274,29 @@ def _partition_arrays(
     partitions: Sequence[Any], schema: pa.Schema, keys: Sequence[str]
 ) -> dict[str, pa.Array]:
     """Each partition column's values, one per partition, typed as the schema says."""
+    return _typed_values([p.partition.as_dict() for p in partitions], schema, keys)
+
+
+def _typed_values(
+    values: Sequence[Mapping[str, str | None]], schema: pa.Schema, keys: Sequence[str]
+) -> dict[str, pa.Array]:
     return {
-        key: pc.cast(
-            pa.array([p.partition.as_dict().get(key) for p in partitions], pa.string()),
-            schema.field(key).type,
-        )
+        key: pc.cast(pa.array([v.get(key) for v in values], pa.string()), schema.field(key).type)
         for key in keys
     }
+
+
+def partitions_might_match(
+    expr: Expr, schema: pa.Schema, values: Sequence[Mapping[str, str | None]]
+) -> list[bool]:
+    """Which partitions (their values, ``{"dt": "2024-01-01"}``) ``expr`` might match, on
+    their values alone: data columns count as unknown. ``expr`` is bound to ``schema``."""
+    if not values:
+        return []
+    keys = [k for k in values[0] if k in schema.names]
+    table = pa.table({"row_count": pa.nulls(len(values), pa.int64())})
+    table = _with_partition_columns(table, _typed_values(values, schema, keys), None)
+    return might_match(expr, table, schema).to_pylist()
 
 
 def _with_partition_columns(
@@ -408,9 +448,7 @@ def build_manifest(
     # 1. partitions, on their values alone (data columns unknown)
     parts = snapshot.partitions
     part_values = _partition_arrays(parts, schema, keys)
-    part_table = pa.table({"row_count": pa.nulls(len(parts), pa.int64())})
-    part_table = _with_partition_columns(part_table, part_values, None)
-    part_kept = might_match(expr, part_table, schema).to_pylist() if parts else []
+    part_kept = partitions_might_match(expr, schema, [p.partition.as_dict() for p in parts])
 
     # One pass over the slices: the kept partitions' data files in columns, and the totals.
     snap = _SnapshotColumns.collect(parts, part_kept)
@@ -457,8 +495,10 @@ def build_manifest(
             strict=True,
         )
     ]
+    total = snapshot.definition.partitions_total if snapshot.definition else None
     metrics = PruningMetrics(
-        partitions_total=len(parts),
+        # by name, partitions the metastore ruled out before listing count too
+        partitions_total=total if total is not None else len(parts),
         partitions_kept=len({k.partition for k in kept}),
         slices_total=snap.slices_total,
         slices_kept=len(kept),
@@ -480,6 +520,10 @@ def build_manifest(
         index_uri=index_uri,
         slices=tuple(kept),
         metrics=metrics,
+        definition=snapshot.definition,
+        warnings=(warning,)
+        if (warning := storage_only_warning(snapshot.write_ids, snapshot.definition))
+        else (),
     )
 
 
@@ -502,7 +546,7 @@ def refresh_index(
 
 
 def compute_manifest(
-    table_uri: str,
+    table_uri: str | TableSource,
     where: str | Sequence[Any] | Expr | None = None,
     *,
     index_uri: str | None = None,
@@ -517,8 +561,9 @@ def compute_manifest(
 ) -> SliceManifest:
     """Resolve, (optionally) refresh the index, and build the manifest: the one library call
     behind ``airflow-acid manifest`` and ``AcidSliceManifestOperator``."""
-    fs, root = resolve_filesystem(table_uri, storage_options=storage_options)
-    snapshot = resolve_snapshot(root, write_ids, txns, filesystem=fs)
+    location = table_uri.location if isinstance(table_uri, TableSource) else table_uri
+    fs, _ = resolve_filesystem(location, storage_options=storage_options)
+    snapshot = resolve_snapshot(table_uri, write_ids, txns, filesystem=fs)
     expr = parse_predicate(where)
     bound_schema = table_schema(snapshot, fs, schema, partition_types)
     bound = bind(expr, bound_schema)

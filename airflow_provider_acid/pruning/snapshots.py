@@ -74,7 +74,7 @@ def plan_from_manifest(
     """Plan the snapshot of a manifest's kept slices (stored under ``out_uri``)."""
     manifest = _load(manifest, storage_options)
     return plan_snapshot(
-        manifest.table,
+        manifest.source,
         out_uri,
         write_ids=manifest.write_ids,
         txns=manifest.txns,
@@ -124,7 +124,7 @@ def compact_manifest(
     options = options or CompactionOptions(partition_types=partition_types)
     key = _filter_key(manifest)
     return compact_table(
-        manifest.table,
+        manifest.source,
         out_uri,
         write_ids=manifest.write_ids,
         txns=manifest.txns,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -71,6 +72,11 @@ def generate_demo_table(
     filesystem: Any = None,
     stripe_rows: int = 100_000,
     compression: str = "zlib",
+    database: str = "default",
+    table_name: str | None = None,
+    prepare: Callable[[AcidTableWriter], Any] | None = None,
+    final_aborted_writes: int = 0,
+    open_writes: int = 0,
 ) -> AcidTableWriter:
     """Write a realistic full-ACID demo table and return its writer (for the expected rows).
 
@@ -83,7 +89,14 @@ def generate_demo_table(
     * one write deleting ``delete_fraction`` of the rows (``delete_delta_W_W_0000``);
     * with ``updates``, one write updating ``delete_fraction / 2`` of the rows (delete delta plus
       insert delta of the same write);
-    * ``aborted_writes`` aborted inserts whose files stay on storage.
+    * ``aborted_writes`` aborted inserts whose files stay on storage;
+    * then, after all of the above (which they leave as it is), ``final_aborted_writes`` aborted
+      inserts and ``open_writes`` inserts left open (their transactions never committed), each of
+      about a quarter of an insert delta into every partition, their files on storage.
+
+    ``database`` and ``table_name`` name the table (its valid write-id list's name);
+    ``prepare`` is called with the writer before its first write (e.g. to register the table in
+    a metastore: :func:`~.metastore_tables.register_table`).
     """
     rng = random.Random(seed)
     table = AcidTableWriter(
@@ -102,7 +115,11 @@ def generate_demo_table(
         stripe_rows=stripe_rows,
         compression=compression,
         seed=seed,
+        database=database,
+        table_name=table_name,
     )
+    if prepare is not None:
+        prepare(table)
     days = [(dt.date(2024, 1, 1) + dt.timedelta(days=d)).isoformat() for d in range(partitions)]
     per_partition = rows_per_bucket * buckets
     next_id = 1
@@ -145,4 +162,11 @@ def generate_demo_table(
                 "note": "updated",
             },
         )
+    uncommitted = max(1, delta_rows // 4)
+    for i in range(final_aborted_writes):
+        txn = table.begin()
+        txn.insert(batch(uncommitted, 200 + i))
+        txn.abort()
+    for i in range(open_writes):
+        table.begin().insert(batch(uncommitted, 300 + i))  # left open
     return table
