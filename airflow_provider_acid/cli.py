@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from .acid.inspection import format_snapshot, snapshot_to_dict
@@ -15,17 +17,87 @@ from .cli_progress import is_terminal, progress_line
 
 if TYPE_CHECKING:
     from .acid.commit import SnapshotResult
+    from .acid.source import TableSource
 
 COMPACT_FORMAT = "airflow-acid/compact"
 
 
-def _inspect(args: argparse.Namespace) -> int:
-    snapshot = resolve_snapshot(
+def _source(
+    args: argparse.Namespace,
+    *,
+    where: Any = None,
+    partitions: Any = None,
+    current_txn: int | None = None,
+) -> TableSource:
+    """The table the arguments name: by ``--table`` through ``--metastore``, or TABLE_URI.
+
+    Storage-only without a write-id list: the warning goes to stderr (never to stdout, which
+    scripts parse)."""
+    from .sources import open_source
+
+    source = open_source(
         args.table_uri,
-        args.valid_write_ids,
-        args.valid_txns,
-        insert_only=args.insert_only,
+        table=args.table,
+        metastore=_metastore_address(args),
+        where=where,
+        partitions=partitions,
+        write_ids=args.valid_write_ids,
+        txns=args.valid_txns,
+        insert_only=getattr(args, "insert_only", False),
+        current_txn=current_txn,
     )
+    for warning in source.warnings:
+        print(f"airflow-acid {args.command}: warning: {warning}", file=sys.stderr)
+    return source
+
+
+def _metastore_address(args: argparse.Namespace) -> Any:
+    if not args.metastore:
+        return None
+    from .metastore.connection import MetastoreAddress
+
+    return MetastoreAddress.parse(
+        args.metastore, auth=args.metastore_auth, user=args.metastore_user
+    )
+
+
+def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
+    """TABLE_URI, or ``--metastore`` and ``--table``; the write-id and transaction lists."""
+    parser.add_argument(
+        "table_uri",
+        nargs="?",
+        metavar="TABLE_URI",
+        help="table location (path or fsspec URL); or name it with --table and --metastore",
+    )
+    group = parser.add_argument_group("reading a table by name through its Hive Metastore")
+    group.add_argument("--table", metavar="DB.TABLE", help="the table's name in the metastore")
+    group.add_argument(
+        "--metastore",
+        metavar="URI",
+        default=os.environ.get("ACID_METASTORE_URI"),
+        help="thrift://HOST:PORT (default: $ACID_METASTORE_URI); the source of truth for "
+        "committed writes, schema, partitions and bucketing",
+    )
+    group.add_argument(
+        "--metastore-auth",
+        choices=("NONE", "PLAIN", "NOSASL", "LDAP", "CONFIG"),
+        help="SASL PLAIN (or LDAP/CONFIG, which are PLAIN on the wire) for metastores that ask; "
+        "the password comes from $ACID_METASTORE_PASSWORD",
+    )
+    group.add_argument("--metastore-user", metavar="USER", help="user for --metastore-auth PLAIN")
+    parser.add_argument(
+        "--valid-write-ids",
+        metavar="S",
+        help="Hive write-id list, e.g. 'db.t:5:9223372036854775807::3' (default: the "
+        "metastore's, or all committed without one)",
+    )
+    parser.add_argument(
+        "--valid-txns", metavar="S", help="Hive transaction list, e.g. '20:9223372036854775807::'"
+    )
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    snapshot = resolve_snapshot(_source(args))
     if args.json:
         print(json.dumps(snapshot_to_dict(snapshot), indent=2))
     else:
@@ -65,7 +137,7 @@ def format_compaction(result: SnapshotResult) -> str:
     lines = [
         f"snapshot   {result.snapshot_id}  ({state}, sequence {result.sequence})",
         f"manifest   {result.manifest_path}",
-        f"table      {result.table}",
+        f"table      {result.table_name + ' at ' if result.table_name else ''}{result.table}",
         f"write ids  {result.write_ids or 'none given: every write present is committed'}",
         f"rows       {totals['rows_read']:,} read, {totals['rows_invalid']:,} of invalid writes, "
         f"{totals['rows_deleted']:,} deleted, {totals['rows_filtered']:,} filtered, "
@@ -102,22 +174,20 @@ def _compact(args: argparse.Namespace) -> int:
     if args.manifest:
         from .pruning.snapshots import compact_manifest
 
-        if args.table_uri or args.valid_write_ids or args.partition or args.bucket:
+        if args.table_uri or args.table or args.valid_write_ids or args.partition or args.bucket:
             raise ValueError(
                 "--manifest names the table, write-id list and slices: drop TABLE_URI, "
-                "--valid-write-ids, --partition and --bucket"
+                "--table, --valid-write-ids, --partition and --bucket"
             )
         result = compact_manifest(args.manifest, args.out, options=options)
-    elif not args.table_uri:
-        raise ValueError("name TABLE_URI, or a slice manifest with --manifest FILE")
+    elif not args.table_uri and not args.table:
+        raise ValueError("name TABLE_URI, --table with --metastore, or --manifest FILE")
     else:
-        with progress_line(args.quiet) as progress:
+        with _read_transaction(args) as txn_id, progress_line(args.quiet) as progress:
+            source = _source(args, partitions=args.partition, current_txn=txn_id)
             result = compact_table(
-                args.table_uri,
+                source,
                 args.out,
-                write_ids=args.valid_write_ids,
-                txns=args.valid_txns,
-                insert_only=args.insert_only,
                 partitions=args.partition,
                 buckets=args.bucket,
                 options=options,
@@ -128,6 +198,20 @@ def _compact(args: argparse.Namespace) -> int:
     else:
         print(format_compaction(result))
     return 0
+
+
+@contextmanager
+def _read_transaction(args: argparse.Namespace) -> Iterator[int | None]:
+    """By name, a read transaction held (with heartbeats) while the whole snapshot is read in
+    this process: Hive's Cleaner then keeps every file the read view needs."""
+    address = _metastore_address(args) if args.table else None
+    if address is None:
+        yield None
+        return
+    from .metastore.transactions import ReadTransaction
+
+    with ReadTransaction(address) as txn:
+        yield txn.txn_id
 
 
 def _expire(args: argparse.Namespace) -> int:
@@ -168,19 +252,13 @@ def _add_compact(commands: Any, common: argparse.ArgumentParser) -> None:
         description="Anti-join each bucket's rows with its delete keys and write Parquet under "
         "OUT_URI; the manifest OUT_URI/_snapshots/<id>/manifest.json is the commit point.",
     )
-    compact.add_argument(
-        "table_uri", nargs="?", help="table location (path or fsspec URL); not with --manifest"
-    )
+    _add_table_arguments(compact)
     compact.add_argument(
         "--manifest",
         metavar="FILE",
         help="compact only the slices a slice manifest kept, filtering rows by its predicate",
     )
     compact.add_argument("--out", required=True, metavar="OUT_URI", help="output folder")
-    compact.add_argument(
-        "--valid-write-ids", metavar="S", help="Hive write-id list (default: all committed)"
-    )
-    compact.add_argument("--valid-txns", metavar="S", help="Hive transaction list")
     compact.add_argument(
         "--insert-only", action="store_true", help="the table is insert-only (no ACID columns)"
     )
@@ -226,8 +304,9 @@ def _index(args: argparse.Namespace) -> int:
     from .acid.listing import resolve_filesystem
     from .pruning.manifest import default_index_uri, refresh_index
 
-    fs, root = resolve_filesystem(args.table_uri)
-    snapshot = resolve_snapshot(root, args.valid_write_ids, args.valid_txns, filesystem=fs)
+    source = _source(args)
+    fs, root = resolve_filesystem(source.location)
+    snapshot = resolve_snapshot(source, filesystem=fs)
     index_uri = args.index or default_index_uri(args.out or f"{root.rstrip('/')}_acid")
     result = refresh_index(snapshot, fs, index_uri)
     summary = {
@@ -277,11 +356,9 @@ def _manifest(args: argparse.Namespace) -> int:
     from .pruning.manifest import compute_manifest, write_manifest
 
     manifest = compute_manifest(
-        args.table_uri,
+        _source(args, where=args.where),
         args.where,
         index_uri=args.index,
-        write_ids=args.valid_write_ids,
-        txns=args.valid_txns,
         refresh=args.refresh,
         granularity=args.granularity,
     )
@@ -307,7 +384,7 @@ def _add_index_and_manifest(commands: Any, common: argparse.ArgumentParser) -> N
         parents=[common],
         help="build or refresh the column-stats index of a table's data files",
     )
-    index.add_argument("table_uri", help="table location (path or fsspec URL)")
+    _add_table_arguments(index)
     index.add_argument(
         "--index", metavar="URI", help="index location (default: OUT_URI/_index, see --out)"
     )
@@ -316,8 +393,6 @@ def _add_index_and_manifest(commands: Any, common: argparse.ArgumentParser) -> N
         metavar="OUT_URI",
         help="output root whose _index folder holds the index (default: TABLE_URI_acid)",
     )
-    index.add_argument("--valid-write-ids", metavar="S", help="Hive write-id list")
-    index.add_argument("--valid-txns", metavar="S", help="Hive transaction list")
     index.add_argument("--json", action="store_true", help="stable JSON output for scripts")
     index.set_defaults(run=_index)
 
@@ -326,7 +401,7 @@ def _add_index_and_manifest(commands: Any, common: argparse.ArgumentParser) -> N
         parents=[common],
         help="write the pruned slice manifest of a predicate and print its metrics",
     )
-    manifest.add_argument("table_uri", help="table location (path or fsspec URL)")
+    _add_table_arguments(manifest)
     manifest.add_argument(
         "--where", required=True, metavar="SQL", help='SQL WHERE fragment, e.g. "amount > 100"'
     )
@@ -334,8 +409,6 @@ def _add_index_and_manifest(commands: Any, common: argparse.ArgumentParser) -> N
     manifest.add_argument(
         "--refresh", action="store_true", help="refresh the index first (needs --index)"
     )
-    manifest.add_argument("--valid-write-ids", metavar="S", help="Hive write-id list")
-    manifest.add_argument("--valid-txns", metavar="S", help="Hive transaction list")
     manifest.add_argument(
         "--granularity", choices=("slice", "file"), default="slice", help="what is dropped"
     )
@@ -379,15 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
         help="show the snapshot: partitions, bucket slices, chosen and skipped folders",
     )
-    inspect.add_argument("table_uri", help="table or partition location (path or fsspec URL)")
-    inspect.add_argument(
-        "--valid-write-ids",
-        metavar="S",
-        help="Hive write-id list, e.g. 'db.t:5:9223372036854775807::3' (default: all committed)",
-    )
-    inspect.add_argument(
-        "--valid-txns", metavar="S", help="Hive transaction list, e.g. '20:9223372036854775807::'"
-    )
+    _add_table_arguments(inspect)
     inspect.add_argument(
         "--insert-only", action="store_true", help="the table is insert-only (no ACID columns)"
     )
