@@ -27,7 +27,7 @@ from typing import Any
 
 from fsspec import AbstractFileSystem
 
-from .listing import StoredFile, list_table_files, resolve_filesystem
+from .listing import StoredFile, TableLocationError, list_table_files, resolve_filesystem
 from .names import (
     AcidDir,
     BaseDir,
@@ -814,8 +814,19 @@ def resolve_partition_locations(
     (a metastore's partitions, which may lie outside ``root``), ``max_workers`` at a time."""
     write_ids = write_ids or ValidWriteIdList.all_committed()
     paths = [resolve_filesystem(p.location, fs)[1] for p in locations]
+
+    def listing(located: tuple[PartitionLocation, str]) -> list[StoredFile]:
+        try:
+            return list_table_files(fs, located[1])
+        except TableLocationError:
+            name = f"{definition.name} " if definition is not None else ""
+            raise TableLocationError(
+                f"partition {located[0].name} of table {name}at {located[0].location} does not "
+                "exist or is not a folder (its location as the metastore records it)"
+            ) from None
+
     with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(paths) or 1))) as pool:
-        listed = list(pool.map(lambda path: list_table_files(fs, path), paths))
+        listed = list(pool.map(listing, zip(locations, paths, strict=True)))
     partitions: list[PartitionSnapshot] = []
     unrecognised: list[UnrecognisedEntry] = []
     with _cyclic_gc_paused():

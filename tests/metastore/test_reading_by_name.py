@@ -295,3 +295,12 @@ def test_sasl_plain_when_the_metastore_asks_for_it(sasl_metastore_uri, tmp_path)
     with pytest.raises(MetastoreConnectionError, match=host_port):  # plain Thrift: refused
         with MetastoreClient(sasl_metastore_uri) as client:
             client.databases()
+
+
+def test_a_missing_partition_folder_is_named_not_skipped(sales, tmp_path):
+    from airflow_provider_acid.acid.listing import TableLocationError
+
+    shutil.rmtree(Path(sales.writer.path) / "dt=2024-01-02")
+    with pytest.raises(TableLocationError, match=r"partition dt=2024-01-02 of table .*sales"):
+        compact_table(open_table(sales.client, sales.name), str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
