@@ -25,7 +25,10 @@ def get_provider_info() -> dict:
         "hooks": [
             {
                 "integration-name": _INTEGRATION,
-                "python-modules": ["airflow_provider_acid.hooks.acid"],
+                "python-modules": [
+                    "airflow_provider_acid.hooks.acid",
+                    "airflow_provider_acid.hooks.metastore",
+                ],
             }
         ],
         "operators": [
@@ -37,13 +40,19 @@ def get_provider_info() -> dict:
         "sensors": [
             {
                 "integration-name": _INTEGRATION,
-                "python-modules": ["airflow_provider_acid.sensors.acid"],
+                "python-modules": [
+                    "airflow_provider_acid.sensors.acid",
+                    "airflow_provider_acid.sensors.metastore",
+                ],
             }
         ],
         "triggers": [
             {
                 "integration-name": _INTEGRATION,
-                "python-modules": ["airflow_provider_acid.triggers.acid"],
+                "python-modules": [
+                    "airflow_provider_acid.triggers.acid",
+                    "airflow_provider_acid.triggers.metastore",
+                ],
             }
         ],
         "connection-types": [
@@ -88,7 +97,38 @@ def get_provider_info() -> dict:
                         "storage_options": '{"use_ssl": false}',
                     },
                 },
-            }
+            },
+            {
+                # The apache-hive provider's type, read the same way (that provider not needed;
+                # where both are installed, Airflow keeps the first one it finds).
+                "hook-class-name": "airflow_provider_acid.hooks.metastore.AcidMetastoreHook",
+                "hook-name": "Hive Metastore Thrift",
+                "connection-type": "hive_metastore",
+                "conn-fields": {
+                    "auth_mechanism": {
+                        "label": "Authentication",
+                        "schema": {
+                            "type": ["string", "null"],
+                            "enum": [None, "NOSASL", "PLAIN", "LDAP", "CONFIG"],
+                        },
+                        "description": "NOSASL (plain Thrift, the default) or PLAIN (SASL "
+                        "PLAIN with the login and password; LDAP and CONFIG are PLAIN too)",
+                    },
+                    "timeout": {
+                        "label": "Timeout (seconds)",
+                        "schema": {"type": ["integer", "null"]},
+                    },
+                },
+                "ui-field-behaviour": {
+                    "hidden-fields": ["schema", "extra"],
+                    "relabeling": {
+                        "host": "Metastore host(s), comma-separated",
+                        "login": "User (SASL PLAIN)",
+                        "password": "Password (SASL PLAIN)",
+                    },
+                    "placeholders": {"host": "metastore.example.com", "port": "9083"},
+                },
+            },
         ],
         "config": {
             "acid": {

@@ -478,12 +478,19 @@ def committed_snapshots(fs: AbstractFileSystem, out_root: str) -> list[SnapshotR
 def latest_snapshot(
     out_uri: str,
     *,
+    committed_before: dt.datetime | str | None = None,
     out_filesystem: AbstractFileSystem | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> SnapshotResult | None:
-    """The most recently committed snapshot under ``out_uri`` (None if there is none)."""
+    """The most recently committed snapshot under ``out_uri`` (None if there is none).
+
+    With ``committed_before`` (a datetime or ISO text), only snapshots committed earlier
+    count: a re-run of a scheduled interval then sees what the first run saw."""
     fs, root = resolve_filesystem(out_uri, out_filesystem, storage_options)
     snapshots = committed_snapshots(fs, root)
+    if committed_before is not None:
+        limit = _as_utc(committed_before)
+        snapshots = [s for s in snapshots if _as_utc(s.committed_at) < limit]
     return snapshots[-1] if snapshots else None
 
 
@@ -686,12 +693,13 @@ def last_committed_write_id(
     With ``committed_before`` (a datetime or ISO text), only snapshots committed earlier
     count: a re-run of a scheduled interval then waits for the same deltas as the first run.
     """
-    fs, root = resolve_filesystem(out_uri, out_filesystem, storage_options)
-    snapshots = committed_snapshots(fs, root)
-    if committed_before is not None:
-        limit = _as_utc(committed_before)
-        snapshots = [s for s in snapshots if _as_utc(s.committed_at) < limit]
-    return snapshots[-1].max_write_id if snapshots else 0
+    latest = latest_snapshot(
+        out_uri,
+        committed_before=committed_before,
+        out_filesystem=out_filesystem,
+        storage_options=storage_options,
+    )
+    return latest.max_write_id if latest is not None else 0
 
 
 def _as_utc(value: dt.datetime | str) -> dt.datetime:

@@ -1,0 +1,157 @@
+"""AcidMetastoreWriteSensor: waits for committed writes to a Hive ACID table, per its metastore."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
+from airflow.sdk.exceptions import AirflowException
+
+from ..hooks.acid import AcidHook
+from ..hooks.metastore import AcidMetastoreHook
+from ..metastore.changes import SnapshotWatermark, committed_writes_since, snapshot_watermark
+from ..triggers.metastore import AcidMetastoreWriteTrigger
+
+
+class AcidMetastoreWriteSensor(BaseSensorOperator):
+    """Waits until the metastore shows writes to a table committed since a watermark.
+
+    Only committed writes count, never open or aborted ones. The watermark is
+    ``above_write_id`` when given, else the last snapshot committed under ``snapshot_uri`` (the
+    write-id list it was read with: a write open then and committed since counts too; its
+    highest write id for a snapshot read without one), else 0 (any commit). For tables
+    without a metastore, ``AcidDeltaSensor`` watches storage instead. Returns, as its XCom,
+    ``{"table", "metastore" (URI without credentials), "watermark", "write_ids" (the newly
+    committed ones, sorted), "valid_write_ids" (the table's write-id list then), "waited_in"
+    ("worker" or "triggerer")}``.
+
+    :param table: ``db.table`` in the metastore.
+    :param metastore_conn_id: the ``hive_metastore`` connection.
+    :param above_write_id: the watermark; templated, so ``"{{ params.since }}"`` works.
+    :param snapshot_uri: output location whose last committed snapshot gives the watermark.
+    :param snapshot_committed_before: only snapshots committed before this time count
+        (templated; ``"{{ data_interval_end }}"`` makes re-runs of an interval repeatable).
+    :param acid_conn_id: the ``acid`` connection for the snapshots' storage credentials.
+    :param deferrable: wait in the triggerer instead of a worker slot.
+    :param poll_interval: seconds between looks (also the sensor's ``poke_interval``).
+    :param poke_before_defer: deferrable only: look once on the worker first and return at
+        once when writes are there (False: hand over to the triggerer straight away).
+    """
+
+    template_fields: Sequence[str] = (
+        "table",
+        "metastore_conn_id",
+        "above_write_id",
+        "snapshot_uri",
+        "snapshot_committed_before",
+        "acid_conn_id",
+    )
+    ui_color = "#d6eaf8"
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        metastore_conn_id: str = AcidMetastoreHook.default_conn_name,
+        above_write_id: int | str | None = None,
+        snapshot_uri: str | None = None,
+        snapshot_committed_before: str | None = None,
+        acid_conn_id: str | None = None,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        poll_interval: float = 60.0,
+        poke_before_defer: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("poke_interval", poll_interval)
+        super().__init__(**kwargs)
+        self.table = table
+        self.metastore_conn_id = metastore_conn_id
+        self.above_write_id = above_write_id
+        self.snapshot_uri = snapshot_uri
+        self.snapshot_committed_before = snapshot_committed_before
+        self.acid_conn_id = acid_conn_id
+        self.deferrable = deferrable
+        self.poll_interval = poll_interval
+        self.poke_before_defer = poke_before_defer
+
+    def _since(self) -> SnapshotWatermark:
+        if self.above_write_id not in (None, ""):
+            try:
+                return SnapshotWatermark(int(self.above_write_id))
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"above_write_id must be a whole number, got {self.above_write_id!r}"
+                ) from None
+        if self.snapshot_uri:
+            hook = AcidHook(self.acid_conn_id)
+            return snapshot_watermark(
+                hook.resolve_uri(self.snapshot_uri),
+                self.table,
+                committed_before=self.snapshot_committed_before or None,
+                storage_options=hook.storage_options,
+            )  # 0 when nothing is committed yet: any commit counts
+        return SnapshotWatermark(0)
+
+    def _result(
+        self, metastore: str, writes: dict[str, Any], waited_in: str = "worker"
+    ) -> dict[str, Any]:
+        return {
+            "table": writes["table"],
+            "metastore": metastore,
+            "watermark": writes["watermark"],
+            "write_ids": list(writes["write_ids"]),
+            "valid_write_ids": writes["valid_write_ids"],
+            "waited_in": waited_in,
+        }
+
+    def _look(self, since: SnapshotWatermark) -> PokeReturnValue:
+        hook = AcidMetastoreHook(self.metastore_conn_id)
+        writes = committed_writes_since(hook.address, self.table, **since.since())
+        self.log.info(
+            "%d write(s) of %s committed since write %d: %s (write ids now %s)",
+            len(writes.write_ids),
+            writes.table,
+            writes.watermark,
+            list(writes.write_ids),
+            writes.valid_write_ids,
+        )
+        if writes.high_watermark < writes.watermark:
+            self.log.warning(
+                "%s has allocated write ids up to %d only, below the watermark %d: was the "
+                "table dropped and created again?",
+                writes.table,
+                writes.high_watermark,
+                writes.watermark,
+            )
+        return PokeReturnValue(writes.found, self._result(hook.uri, writes.to_dict()))
+
+    def poke(self, context: Any) -> PokeReturnValue:
+        return self._look(self._since())
+
+    def execute(self, context: Any) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        since = self._since()
+        if self.poke_before_defer:
+            done = self._look(since)
+            if done:
+                return done.xcom_value
+        self.defer(
+            trigger=AcidMetastoreWriteTrigger(
+                table=self.table,
+                metastore_conn_id=self.metastore_conn_id,
+                poll_interval=self.poll_interval,
+                **since.since(),
+            ),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=self.timeout) if self.timeout else None,
+        )
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+        """Resumes after the trigger: its writes, or the trigger's error as a task failure."""
+        if not event or event.get("status") != "success":
+            message = (event or {}).get("message", "the trigger sent no event")
+            raise AirflowException(f"AcidMetastoreWriteSensor on {self.table}: {message}")
+        return self._result(event["metastore"], event, waited_in="triggerer")
