@@ -111,6 +111,11 @@ def open_source(
         storage_options=storage_options,
         api=api,
     )
+    if txns not in (None, "") and write_ids in (None, ""):
+        raise ValueError(
+            f"table {table}: a transaction list (valid_txns) without its write-id list "
+            "(valid_write_ids) would mix two views: give both, or neither (the metastore's)"
+        )
     if write_ids not in (None, ""):
         given = parse_write_id_list(str(write_ids))
         check_view_table(given, table)

@@ -345,9 +345,17 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _relative(root: str, path: str) -> str:
+def relative_path(root: str, path: str) -> str:
+    """``path`` relative to the table root, as plans and manifests name files; a file outside
+    it (a metastore partition stored elsewhere) keeps its full path."""
     prefix = root.rstrip("/") + "/"
     return path[len(prefix) :] if path.startswith(prefix) else path
+
+
+def name_files(paths: Sequence[str], at_most: int = 5) -> str:
+    """``a, b, c and 4 more``: files an error names."""
+    shown = ", ".join(paths[:at_most])
+    return shown + (f" and {len(paths) - at_most} more" if len(paths) > at_most else "")
 
 
 def slice_fingerprint(
@@ -368,7 +376,7 @@ def slice_fingerprint(
         described.append(
             [
                 data_file.role.value,
-                _relative(snapshot.root, data_file.path),
+                relative_path(snapshot.root, data_file.path),
                 data_file.file.size,
                 data_file.file.version,
                 visibility,
@@ -423,7 +431,7 @@ def plan_for(
             s.partition.path,
             s.bucket_id,
             slice_fingerprint(snapshot, s, settings),
-            files=tuple(_relative(snapshot.root, f.path) for f in s.files),
+            files=tuple(relative_path(snapshot.root, f.path) for f in s.files),
         )
         for s in chosen
     ]
@@ -839,14 +847,15 @@ def compact_slice(
     except FileNotFoundError as exc:  # removed while it was read
         raise SourceChangedError(
             f"source file {exc.filename or exc} of slice {slice_key} vanished while snapshot "
-            f"{snapshot_id} was read{_REPLAN}"
+            f"{snapshot_id} was read{REPLAN}"
         ) from exc
 
 
 #: How to recover from a source that changed under a planned snapshot.
-_REPLAN = (
+REPLAN = (
     ". Hive's Cleaner deletes the files a compaction made obsolete; the snapshot must be "
-    "re-planned: run the DAG again from its manifest (or plan) task, which reads a new view"
+    "re-planned: run the DAG again from its manifest task, which reads a new view (re-running "
+    "the plan alone reads the same, outdated view)"
 )
 
 
@@ -860,21 +869,22 @@ def _changed(
     planned: PlannedSlice,
     snapshot_id: str,
 ) -> str:
-    now = {_relative(snapshot.root, f.path) for f in bucket_slice.files} if bucket_slice else set()
+    now = (
+        {relative_path(snapshot.root, f.path) for f in bucket_slice.files}
+        if bucket_slice
+        else set()
+    )
     vanished = [f for f in planned.files if f not in now]
     if vanished:
-        shown = ", ".join(vanished[:5]) + (
-            f" and {len(vanished) - 5} more" if len(vanished) > 5 else ""
-        )
         return (
             f"source files of slice {planned.key} in {snapshot.root} vanished since snapshot "
-            f"{snapshot_id} was planned: {shown}{_REPLAN}"
+            f"{snapshot_id} was planned: {name_files(vanished)}{REPLAN}"
         )
     if bucket_slice is None:
-        return f"slice {planned.key!r} is no longer in {snapshot.root}{_REPLAN}"
+        return f"slice {planned.key!r} is no longer in {snapshot.root}{REPLAN}"
     return (
         f"the files of slice {planned.key} in {snapshot.root} changed since snapshot "
-        f"{snapshot_id} was planned{_REPLAN}"
+        f"{snapshot_id} was planned{REPLAN}"
     )
 
 
@@ -1001,6 +1011,7 @@ __all__ = [
     "CompactionOptions",
     "DeleteKeySet",
     "ProgressCallback",
+    "REPLAN",
     "RowFilter",
     "SourceChangedError",
     "compact_bucket",
@@ -1008,9 +1019,11 @@ __all__ = [
     "compact_table",
     "dictionary_columns",
     "options_from_dict",
+    "name_files",
     "output_schema",
     "plan_for",
     "plan_snapshot",
+    "relative_path",
     "select_slices",
     "slice_fingerprint",
 ]

@@ -41,7 +41,11 @@ class ReadTransaction:
 
     def open(self) -> int:
         self._client = MetastoreClient(self.address, api=self.api).open()
-        self.txn_id = self._client.open_txns(1, read_only=True)[0]
+        try:
+            self.txn_id = self._client.open_txns(1, read_only=True)[0]
+        except BaseException:
+            self._client.close()
+            raise
         self._thread = threading.Thread(
             target=self._beat, name=f"metastore-heartbeat-{self.txn_id}", daemon=True
         )

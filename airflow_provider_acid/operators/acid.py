@@ -4,10 +4,19 @@ Each operator parses its arguments, calls one library function and publishes wha
 returns (XCom, Airflow metrics, asset events). Storage credentials come from an ``acid``
 connection through :class:`~airflow_provider_acid.hooks.acid.AcidHook` and never reach XCom.
 
+A table is given by location (``table_uri``) or by name (``table="db.tbl"`` with a
+``hive_metastore`` connection, ``metastore_conn_id``). By name, the metastore is the source of
+truth: the manifest reads its transaction and write-id lists once (the *pinned view*) and
+every later step (plan, each mapped compaction, commit) reads with that view, so a write
+committed during the fan-out reaches no bucket. By location without a write-id list the
+table is read *storage-only*: every write on storage, aborted and open ones included, counts
+as committed; the operators log that as a warning and return it in ``warnings``.
+
 A scheduled snapshot maps compaction over the manifest's slices::
 
-    manifest = AcidSliceManifestOperator(task_id="manifest", table_uri=..., output_uri=...,
-                                         where="amount > 100")
+    manifest = AcidSliceManifestOperator(task_id="manifest", table="sales.orders",
+                                         metastore_conn_id="metastore_default",
+                                         output_uri=..., where="amount > 100")
     plan = AcidPlanSnapshotOperator(task_id="plan", manifest=manifest.output,
                                     output_uri=...)
     parts = AcidCompactOperator.partial(task_id="compact", output_uri=...,
@@ -22,15 +31,19 @@ from __future__ import annotations
 
 import json
 import posixpath
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
 from airflow.sdk.observability.stats import Stats
 
 from ..acid.commit import BucketResult, commit_snapshot, expire_snapshots
-from ..acid.compaction import CompactionOptions, compact_table
+from ..acid.compaction import CompactionOptions, SourceChangedError, compact_table
+from ..acid.source import TableSource
 from ..hooks.acid import AcidHook
+from ..hooks.metastore import AcidMetastoreHook
 from ..pruning.manifest import compute_manifest, default_index_uri, write_manifest
 from ..pruning.metrics import (
     format_record,
@@ -51,6 +64,86 @@ def _none_if_blank(value: Any) -> Any:
     return None if isinstance(value, str) and not value.strip() else value
 
 
+def _table_arguments(
+    table_uri: str | None, table: str | None, metastore_conn_id: str | None
+) -> tuple[str | None, str | None, str | None]:
+    """``(table_uri, table, metastore_conn_id)`` with blanks as None, checked: exactly one of
+    ``table_uri`` and ``table``; a metastore connection only with ``table`` (by name, the
+    hook's default connection when none is named)."""
+    table_uri, table = _none_if_blank(table_uri), _none_if_blank(table)
+    metastore_conn_id = _none_if_blank(metastore_conn_id)
+    if table_uri and table:
+        raise ValueError(
+            f"give the table by location (table_uri={table_uri!r}) or by name "
+            f"(table={table!r}), not both"
+        )
+    if not table_uri and not table:
+        raise ValueError(
+            "name the table: table_uri (its location) or table ('DB.TABLE', with metastore_conn_id)"
+        )
+    if table_uri and metastore_conn_id:
+        raise ValueError(
+            f"metastore_conn_id={metastore_conn_id!r} needs a table name: give table='DB.TABLE' "
+            f"to read by name, or drop metastore_conn_id to read {table_uri!r} storage-only"
+        )
+    if table and not metastore_conn_id:
+        metastore_conn_id = AcidMetastoreHook.default_conn_name
+    return table_uri, table, metastore_conn_id
+
+
+def _open_source(
+    task: Any,
+    hook: AcidHook,
+    *,
+    table_uri: str | None,
+    table: str | None,
+    metastore: Any = None,
+    where: Any = None,
+    write_ids: str | None = None,
+    txns: str | None = None,
+    current_txn: int | None = None,
+) -> TableSource:
+    """The table's source (``sources.open_source``), logged by name."""
+    from ..sources import open_source
+
+    source = open_source(
+        hook.resolve_uri(table_uri) if table_uri else None,
+        table=table,
+        metastore=metastore,
+        where=where,
+        write_ids=_none_if_blank(write_ids),
+        txns=_none_if_blank(txns),
+        storage_options=hook.storage_options,
+        current_txn=current_txn,
+    )
+    if source.definition is not None:
+        task.log.info(
+            "Table %s from %s at %s, read view %s (transactions %s)",
+            source.definition.name,
+            source.definition.metastore,
+            source.location,
+            source.write_ids,
+            source.txns,
+        )
+    return source
+
+
+@contextmanager
+def _replan_needed() -> Iterator[None]:
+    """A source file gone since the view was pinned (Hive's Cleaner): retrying the task cannot
+    bring it back, only a new plan can (a new DAG run, or clearing from the manifest task), so
+    the task fails at once, with the message naming the file."""
+    try:
+        yield
+    except SourceChangedError as exc:
+        raise AirflowFailException(str(exc)) from exc
+
+
+def _log_warnings(task: Any, warnings: Sequence[str]) -> None:
+    for warning in warnings:
+        task.log.warning("%s", warning)
+
+
 def _manifest_uri(output_uri: str, run_id: str | None) -> str:
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in (run_id or "manual"))
     return posixpath.join(output_uri.rstrip("/"), "_manifests", f"{safe}.json")
@@ -59,10 +152,17 @@ def _manifest_uri(output_uri: str, run_id: str | None) -> str:
 class AcidSliceManifestOperator(BaseOperator):
     """Writes the pruned slice manifest of a predicate and returns a small summary.
 
-    The summary (XCom) is ``{"manifest_uri", "table_uri", "predicate", "write_ids",
-    "slice_keys", "metrics"}``; ``slice_keys`` is a list usable by ``.expand``.
+    The summary (XCom) is ``{"manifest_uri", "table_uri", "table_name", "metastore",
+    "predicate", "write_ids", "txns", "slice_keys", "metrics", "warnings"}``; ``slice_keys`` is
+    a list usable by ``.expand``. ``write_ids`` and ``txns`` are the pinned view every later
+    step reads with; ``metastore`` is ``thrift://HOST:PORT`` (never credentials), None
+    storage-only; ``warnings`` says when the table was read storage-only.
 
     :param table_uri: the Hive ACID table (path, fsspec URL, or relative to the connection).
+    :param table: or the table by name, ``DB.TABLE``, read through ``metastore_conn_id``: its
+        definition, only the partitions ``where`` may match, and one read view.
+    :param metastore_conn_id: the ``hive_metastore`` connection (default
+        ``metastore_default``); only with ``table``.
     :param output_uri: the output root: the index defaults to ``OUT/_index`` and the manifest
         to ``OUT/_manifests/<run_id>.json``.
     :param where: SQL ``WHERE`` fragment or DNF filter list; empty keeps every slice.
@@ -73,6 +173,8 @@ class AcidSliceManifestOperator(BaseOperator):
 
     template_fields: Sequence[str] = (
         "table_uri",
+        "table",
+        "metastore_conn_id",
         "output_uri",
         "where",
         "valid_write_ids",
@@ -87,8 +189,10 @@ class AcidSliceManifestOperator(BaseOperator):
     def __init__(
         self,
         *,
-        table_uri: str,
+        table_uri: str | None = None,
         output_uri: str,
+        table: str | None = None,
+        metastore_conn_id: str | None = None,
         where: str | list | None = None,
         valid_write_ids: str | None = None,
         valid_txns: str | None = None,
@@ -102,6 +206,8 @@ class AcidSliceManifestOperator(BaseOperator):
     ) -> None:
         super().__init__(**kwargs)
         self.table_uri = table_uri
+        self.table = table
+        self.metastore_conn_id = metastore_conn_id
         self.output_uri = output_uri
         self.where = where
         self.valid_write_ids = valid_write_ids
@@ -114,17 +220,29 @@ class AcidSliceManifestOperator(BaseOperator):
         self.acid_conn_id = acid_conn_id
 
     def execute(self, context: Any) -> dict[str, Any]:
+        table_uri, table, conn_id = _table_arguments(
+            self.table_uri, self.table, self.metastore_conn_id
+        )
         hook = AcidHook(self.acid_conn_id)
         output_uri = hook.resolve_uri(self.output_uri)
         index_uri = (
             hook.resolve_uri(self.index_uri) if self.index_uri else (default_index_uri(output_uri))
         )
+        where = _none_if_blank(self.where)
+        source = _open_source(
+            self,
+            hook,
+            table_uri=table_uri,
+            table=table,
+            metastore=AcidMetastoreHook(conn_id).address if table else None,
+            where=where,
+            write_ids=self.valid_write_ids,
+            txns=self.valid_txns,
+        )
         manifest = compute_manifest(
-            hook.resolve_uri(self.table_uri),
-            _none_if_blank(self.where),
+            source,
+            where,
             index_uri=index_uri,
-            write_ids=_none_if_blank(self.valid_write_ids),
-            txns=_none_if_blank(self.valid_txns),
             refresh=self.refresh_index,
             granularity=self.granularity,
             partition_types=self.partition_types,
@@ -133,6 +251,7 @@ class AcidSliceManifestOperator(BaseOperator):
         )
         uri = self.manifest_uri or _manifest_uri(output_uri, context.get("run_id"))
         path = write_manifest(manifest, hook.resolve_uri(uri), hook.storage_options)
+        _log_warnings(self, manifest.warnings)
         metrics = manifest.metrics.to_dict()
         self.log.info(
             "Manifest %s: %d of %d slices kept (skipping ratio %.1f%%) for %s",
@@ -142,13 +261,18 @@ class AcidSliceManifestOperator(BaseOperator):
             100 * metrics["skipping_ratio"],
             manifest.predicate,
         )
+        definition = manifest.definition
         return {
             "manifest_uri": uri,
             "table_uri": manifest.table,
+            "table_name": definition.name if definition else None,
+            "metastore": definition.metastore if definition else None,
             "predicate": manifest.predicate,
             "write_ids": manifest.write_ids,
+            "txns": manifest.txns,
             "slice_keys": manifest.slice_keys,
             "metrics": metrics,
+            "warnings": list(manifest.warnings),
         }
 
 
@@ -159,7 +283,10 @@ class AcidPlanSnapshotOperator(BaseOperator):
     (``.expand(slice_key=plan.output)``; Airflow maps only over return values). Slices
     unchanged since the last committed snapshot are reused, not recomputed. The snapshot id
     is pushed as XCom ``snapshot_id`` (``plan.output["snapshot_id"]``), and the reused slice
-    keys as ``reused_slice_keys``.
+    keys as ``reused_slice_keys``, and the plan's ``warnings`` (e.g. storage-only) too.
+
+    The metastore is not asked again: the manifest holds the pinned view (write-id and
+    transaction lists, and by name the table's definition) the whole snapshot is read with.
 
     :param manifest: the manifest operator's summary (its ``.output``) or a manifest URI.
     """
@@ -190,16 +317,17 @@ class AcidPlanSnapshotOperator(BaseOperator):
         manifest_uri = (
             self.manifest["manifest_uri"] if isinstance(self.manifest, Mapping) else self.manifest
         )
-        plan = plan_from_manifest(
-            hook.resolve_uri(manifest_uri),
-            hook.resolve_uri(self.output_uri),
-            storage_options=hook.storage_options,
-            options=_options(
-                self.partition_types,
-                target_file_size=self.target_file_size,
-                include_identity=self.include_identity,
-            ),
-        )
+        with _replan_needed():
+            plan = plan_from_manifest(
+                hook.resolve_uri(manifest_uri),
+                hook.resolve_uri(self.output_uri),
+                storage_options=hook.storage_options,
+                options=_options(
+                    self.partition_types,
+                    target_file_size=self.target_file_size,
+                    include_identity=self.include_identity,
+                ),
+            )
         to_compute = list(plan.keys_to_compute)
         reused = [k for k in plan.slice_keys if k not in set(to_compute)]
         self.log.info(
@@ -208,8 +336,10 @@ class AcidPlanSnapshotOperator(BaseOperator):
             len(to_compute),
             len(reused),
         )
+        _log_warnings(self, plan.warnings)
         context["ti"].xcom_push(key="snapshot_id", value=plan.snapshot_id)
         context["ti"].xcom_push(key="reused_slice_keys", value=reused)
+        context["ti"].xcom_push(key="warnings", value=list(plan.warnings))
         return to_compute
 
 
@@ -219,10 +349,18 @@ class AcidCompactOperator(BaseOperator):
     Mapped over a plan's slices (``.partial(output_uri=..., snapshot_id=...)
     .expand(slice_key=...)``), each task writes one bucket's Parquet files and returns the
     bucket's result for :class:`AcidCommitSnapshotOperator`; nothing is visible until then.
-    Without ``slice_key`` it compacts and commits the whole snapshot of ``table_uri`` (or of
-    ``manifest_uri``'s kept slices) in one task and returns the snapshot summary, with an
-    asset event on each of its ``outlets``; ``keep_snapshots`` then expires older snapshots,
-    as on :class:`AcidCommitSnapshotOperator`.
+    A mapped task reads with the plan's pinned view and lists only its slice's partition; a
+    source file that vanished since the plan (Hive's Cleaner removing what a compaction made
+    obsolete) fails it at once, without retries (``SourceChangedError``, naming the file): the
+    snapshot must be re-planned (a new DAG run, or clearing from the manifest task, reads a
+    new view). Other errors (a storage hiccup) fail it with the task's retries as usual.
+
+    Without ``slice_key`` it compacts and commits the whole snapshot of ``table_uri``, of
+    ``table`` (by name, through ``metastore_conn_id``), or of ``manifest_uri``'s kept slices
+    in one task and returns the snapshot summary, with an asset event on each of its
+    ``outlets``; ``keep_snapshots`` then expires older snapshots, as on
+    :class:`AcidCommitSnapshotOperator`. By name it holds a read transaction in the metastore
+    (kept alive by heartbeats) while it reads, so Hive's Cleaner keeps the files it reads.
     """
 
     template_fields: Sequence[str] = (
@@ -230,6 +368,8 @@ class AcidCompactOperator(BaseOperator):
         "snapshot_id",
         "slice_key",
         "table_uri",
+        "table",
+        "metastore_conn_id",
         "manifest_uri",
         "valid_write_ids",
         "acid_conn_id",
@@ -243,6 +383,8 @@ class AcidCompactOperator(BaseOperator):
         snapshot_id: str | None = None,
         slice_key: str | None = None,
         table_uri: str | None = None,
+        table: str | None = None,
+        metastore_conn_id: str | None = None,
         manifest_uri: str | None = None,
         valid_write_ids: str | None = None,
         partition_types: Mapping[str, str] | None = None,
@@ -256,6 +398,8 @@ class AcidCompactOperator(BaseOperator):
         self.slice_key = slice_key
         self.keep_snapshots = keep_snapshots
         self.table_uri = table_uri
+        self.table = table
+        self.metastore_conn_id = metastore_conn_id
         self.manifest_uri = manifest_uri
         self.valid_write_ids = valid_write_ids
         self.partition_types = partition_types
@@ -270,9 +414,10 @@ class AcidCompactOperator(BaseOperator):
                 raise ValueError("slice_key needs snapshot_id (the plan's snapshot id)")
             if keep is not None:
                 raise ValueError("keep_snapshots belongs on the commit task, not a mapped slice")
-            result = compact_planned_slice(
-                out, self.snapshot_id, self.slice_key, storage_options=hook.storage_options
-            )
+            with _replan_needed():
+                result = compact_planned_slice(
+                    out, self.snapshot_id, self.slice_key, storage_options=hook.storage_options
+                )
             self.log.info(
                 "Slice %s: %d rows read, %d deleted, %d written",
                 self.slice_key,
@@ -282,26 +427,56 @@ class AcidCompactOperator(BaseOperator):
             )
             return result.to_dict()
         options = _options(self.partition_types)
-        if self.manifest_uri:
-            result = compact_manifest(
-                hook.resolve_uri(self.manifest_uri),
-                out,
-                storage_options=hook.storage_options,
-                options=options,
-            )
-        elif self.table_uri:
-            result = compact_table(
-                hook.resolve_uri(self.table_uri),
-                out,
-                write_ids=_none_if_blank(self.valid_write_ids),
-                storage_options=hook.storage_options,
-                options=options,
-            )
+        if _none_if_blank(self.manifest_uri):
+            if _none_if_blank(self.table_uri) or _none_if_blank(self.table):
+                raise ValueError(
+                    "manifest_uri names the table and its read view: drop table_uri and table"
+                )
+            with _replan_needed():
+                result = compact_manifest(
+                    hook.resolve_uri(self.manifest_uri),
+                    out,
+                    storage_options=hook.storage_options,
+                    options=options,
+                )
+        elif _none_if_blank(self.table_uri) or _none_if_blank(self.table):
+            result = self._compact_table(hook, out, options)
         else:
-            raise ValueError("give slice_key (mapped), manifest_uri or table_uri")
+            raise ValueError("give slice_key (mapped), manifest_uri, table_uri or table")
+        _log_warnings(self, result.warnings)
         summary = snapshot_summary(result)
         _publish_asset_events(context, self.outlets, summary)
         return _expire_older(self, hook, keep, summary)
+
+    def _compact_table(self, hook: AcidHook, out: str, options: CompactionOptions) -> Any:
+        """The whole snapshot in this process; by name inside a read transaction."""
+        table_uri, table, conn_id = _table_arguments(
+            self.table_uri, self.table, self.metastore_conn_id
+        )
+        if not table:
+            source = _open_source(
+                self, hook, table_uri=table_uri, table=None, write_ids=self.valid_write_ids
+            )
+            return compact_table(source, out, storage_options=hook.storage_options, options=options)
+        from ..metastore.transactions import ReadTransaction
+
+        address = AcidMetastoreHook(conn_id).address
+        with ReadTransaction(address) as txn:
+            self.log.info("Read transaction %s open in %s", txn.txn_id, address.uri)
+            source = _open_source(
+                self,
+                hook,
+                table_uri=None,
+                table=table,
+                metastore=address,
+                write_ids=self.valid_write_ids,
+                current_txn=txn.txn_id,
+            )
+            result = compact_table(
+                source, out, storage_options=hook.storage_options, options=options
+            )
+        self.log.info("Read transaction %s committed", txn.txn_id)
+        return result
 
 
 def _expire_older(
@@ -394,6 +569,7 @@ class AcidCommitSnapshotOperator(BaseOperator):
             summary["files"],
             result.manifest_path,
         )
+        _log_warnings(self, result.warnings)
         _publish_asset_events(context, self.outlets, summary)
         return _expire_older(self, hook, keep, summary)
 
@@ -420,7 +596,8 @@ class AcidPublishPruningMetricsOperator(BaseOperator):
 
     :param manifest: the manifest operator's summary (``.output``), or None.
     :param snapshot: the commit operator's summary (``.output``), or None.
-    :param table_name: the ``table`` tag (default: the manifest's table location).
+    :param table_name: the ``table`` tag (default: the manifest's table name when it was read
+        by name, else its location).
     """
 
     template_fields: Sequence[str] = ("manifest", "snapshot", "table_name", "acid_conn_id")
@@ -442,7 +619,9 @@ class AcidPublishPruningMetricsOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         manifest = self.manifest or {}
-        table = self.table_name or manifest.get("table_uri") or "unknown"
+        table = (
+            self.table_name or manifest.get("table_name") or manifest.get("table_uri") or "unknown"
+        )
         record = metrics_record(table, manifest or None, self.snapshot or None)
         _emit_stats(record, table)
         if self.snapshot:

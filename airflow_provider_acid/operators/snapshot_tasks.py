@@ -49,8 +49,10 @@ class AcidSnapshotTasks:
 
 def acid_snapshot_tasks(
     *,
-    table_uri: str,
+    table_uri: str | None = None,
     output_uri: str,
+    table: str | None = None,
+    metastore_conn_id: str | None = None,
     where: Any = None,
     valid_write_ids: str | None = None,
     acid_conn_id: str | None = None,
@@ -61,16 +63,24 @@ def acid_snapshot_tasks(
 ) -> AcidSnapshotTasks:
     """Add the snapshot chain to the DAG or TaskGroup being defined and return its tasks.
 
-    ``table_uri``, ``output_uri``, ``where``, ``valid_write_ids`` and ``acid_conn_id`` are
-    templated, as on the operators. ``outlets`` go on the commit task (which adds the asset
-    event with the snapshot id, rows and files); ``keep_snapshots`` too (expire all but the
-    newest N after the commit; None keeps all). ``manifest_kwargs`` go to
-    :class:`AcidSliceManifestOperator` (e.g. ``partitions``, ``granularity``) and
+    The table is ``table_uri`` (its location; storage-only without ``valid_write_ids``) or
+    ``table`` (``DB.TABLE``, by name through the ``hive_metastore`` connection
+    ``metastore_conn_id``): exactly one. By name the manifest task pins the metastore's read
+    view and the plan, every mapped compaction and the commit read with it.
+
+    ``table_uri``, ``table``, ``metastore_conn_id``, ``output_uri``, ``where``,
+    ``valid_write_ids`` and ``acid_conn_id`` are templated, as on the operators. ``outlets``
+    go on the commit task (which adds the asset event with the snapshot id, rows and files);
+    ``keep_snapshots`` too (expire all but the newest N after the commit; None keeps all).
+    ``manifest_kwargs`` go to :class:`AcidSliceManifestOperator` (e.g. ``granularity``,
+    ``index_uri``, ``valid_txns``) and
     ``compact_kwargs`` to the mapped :class:`AcidCompactOperator` (e.g. ``retries``, ``pool``).
     """
     manifest = AcidSliceManifestOperator(
         task_id="manifest",
         table_uri=table_uri,
+        table=table,
+        metastore_conn_id=metastore_conn_id,
         output_uri=output_uri,
         where=where,
         valid_write_ids=valid_write_ids,

@@ -99,4 +99,9 @@ def snapshot_summary(result: Any) -> dict[str, Any]:
         "files": len(result.files),
         "totals": result.totals(),
         "partitions": partitions,
+        # how the source was read: by name (with its pinned lists), or storage-only (warned)
+        "table_name": result.table_name,
+        "write_ids": result.write_ids,
+        "txns": result.txns,
+        "warnings": list(result.warnings),
     }

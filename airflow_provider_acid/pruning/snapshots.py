@@ -12,16 +12,21 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import pyarrow as pa
+from fsspec import AbstractFileSystem
 
 from ..acid.commit import BucketResult, SnapshotPlan, SnapshotResult, read_plan
 from ..acid.compaction import (
+    REPLAN,
     CompactionOptions,
+    SourceChangedError,
     compact_slice,
     compact_table,
     output_schema,
-    plan_snapshot,
+    plan_for,
+    relative_path,
 )
 from ..acid.listing import resolve_filesystem
+from ..acid.snapshot import TableSnapshot, resolve_snapshot
 from .binding import bind
 from .expressions import AlwaysTrue
 from .manifest import SliceManifest, parse_predicate, read_manifest
@@ -64,6 +69,29 @@ def _load(manifest: SliceManifest | str, storage_options: dict[str, Any] | None)
     return read_manifest(manifest, storage_options) if isinstance(manifest, str) else manifest
 
 
+def _resolve_manifest(
+    manifest: SliceManifest, storage_options: dict[str, Any] | None
+) -> tuple[TableSnapshot, AbstractFileSystem]:
+    """The manifest's pinned source, resolved again, with every file the manifest kept still
+    there: a file that vanished since (Hive's Cleaner, after a compaction the pinned view does
+    not see) would otherwise be missing from the plan, and its rows from the snapshot."""
+    fs, _ = resolve_filesystem(manifest.table, storage_options=storage_options)
+    snapshot = resolve_snapshot(manifest.source, filesystem=fs)
+    now = {s.key: {relative_path(snapshot.root, f.path) for f in s.files} for s in snapshot.slices}
+    vanished = [
+        f.path for s in manifest.slices for f in s.files if f.path not in now.get(s.key, ())
+    ]
+    if vanished:
+        shown = ", ".join(vanished[:5]) + (
+            f" and {len(vanished) - 5} more" if len(vanished) > 5 else ""
+        )
+        raise SourceChangedError(
+            f"source files the slice manifest of {manifest.table} kept vanished since it was "
+            f"computed: {shown}{REPLAN}"
+        )
+    return snapshot, fs
+
+
 def plan_from_manifest(
     manifest: SliceManifest | str,
     out_uri: str,
@@ -71,13 +99,15 @@ def plan_from_manifest(
     storage_options: dict[str, Any] | None = None,
     options: CompactionOptions | None = None,
 ) -> SnapshotPlan:
-    """Plan the snapshot of a manifest's kept slices (stored under ``out_uri``)."""
+    """Plan the snapshot of a manifest's kept slices (stored under ``out_uri``), reading the
+    table with the manifest's pinned view; :class:`SourceChangedError` if a file it kept
+    vanished since."""
     manifest = _load(manifest, storage_options)
-    return plan_snapshot(
-        manifest.source,
+    snapshot, fs = _resolve_manifest(manifest, storage_options)
+    return plan_for(
+        snapshot,
         out_uri,
-        write_ids=manifest.write_ids,
-        txns=manifest.txns,
+        fs=fs,
         slice_keys=manifest.slice_keys,
         row_filter_key=_filter_key(manifest),
         storage_options=storage_options,
@@ -123,6 +153,7 @@ def compact_manifest(
     manifest = _load(manifest, storage_options)
     options = options or CompactionOptions(partition_types=partition_types)
     key = _filter_key(manifest)
+    _resolve_manifest(manifest, storage_options)  # nothing it kept has vanished
     return compact_table(
         manifest.source,
         out_uri,
