@@ -768,7 +768,12 @@ def format_log_entry(entry: Mapping[str, Any]) -> str:
     return text
 
 
-def prove_deferred(api: AirflowApi, run: WatchedRun, task_id: str | None) -> Deferral:
+def prove_deferred(
+    api: AirflowApi,
+    run: WatchedRun,
+    task_id: str | None,
+    classpath: str = TRIGGER_CLASSPATH,
+) -> Deferral:
     """The sensor went through the real triggerer, from Airflow's own records.
 
     1. While the run went on, ``GET .../taskInstances`` showed the task instance in state
@@ -785,8 +790,8 @@ def prove_deferred(api: AirflowApi, run: WatchedRun, task_id: str | None) -> Def
             f"(states seen: {run.states_seen})"
         )
     deferral = candidates[0]
-    if deferral.classpath != TRIGGER_CLASSPATH:
-        raise E2EError(f"{deferral.task} deferred to {deferral.classpath}, not {TRIGGER_CLASSPATH}")
+    if deferral.classpath != classpath:
+        raise E2EError(f"{deferral.task} deferred to {deferral.classpath}, not {classpath}")
     ti = next(t for t in run.task_instances if ti_key(t) == deferral.task)
     if ti["state"] != "success":
         raise E2EError(f"{deferral.task} ended {ti['state']}")

@@ -17,6 +17,14 @@ triggerer, the script adds a delete delta to the demo table (a new Hive write): 
 only have woken up in the triggerer. The check step compares the committed snapshot with the
 rows a correct Hive reader returns for ``valid_write_ids``.
 
+Then, unless ``--no-metastore``, the same DAG reads a table by name: the script starts a real
+Hive Metastore of its own (``scripts/metastore.py``, a fresh Derby database in the temporary
+folder), writes a demo table registered there under its transactions (one write aborted, one
+left open, their files on storage), and triggers the DAG with ``{"table", "metastore_conn_id",
+"output_uri", "wait_above_write_id"}``. Its sensor ``wait_for_commits`` must wait in the
+triggerer until the script commits a write in the metastore, and the snapshot must hold exactly
+the committed rows of the write-id list the manifest pinned.
+
 Exits 0 only if every step passed; stops every process it started in every case; keeps the
 temporary folder (logs under ``logs/``) when a step failed or with ``--keep``.
 """
@@ -25,7 +33,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +98,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=2_000,
         help="size of the demo table (2 partitions x 4 buckets)",
+    )
+    parser.add_argument(
+        "--no-metastore",
+        action="store_true",
+        help="skip the second run, which reads a table by name through a real Hive Metastore",
     )
     parser.add_argument("--timeout", type=float, default=300, help="seconds a run may take")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
@@ -197,9 +212,142 @@ def check_outputs(args: argparse.Namespace, run: WatchedRun, table: DemoTable) -
         log(f"{output_uri} holds a committed snapshot (rows not compared: custom source)")
 
 
+# -- the metastore path: the same DAG reading a table by name ---------------------------------
+
+METASTORE_CONN_ID = "metastore_e2e"
+METASTORE_SENSOR_TASK = "wait_for_commits"  # acid_snapshot_on_demand's AcidMetastoreWriteSensor
+METASTORE_SCRIPT = REPO / "scripts" / "metastore.py"
+METASTORE_TRIGGER_CLASSPATH = "airflow_provider_acid.triggers.metastore.AcidMetastoreWriteTrigger"
+
+
+@dataclass
+class MetastoreTable:
+    """A demo table registered in the real metastore, written under its transactions, with
+    one write aborted and one left open (their files on storage)."""
+
+    uri: str  # the metastore's
+    name: str
+    writer: Any
+    rows_on_storage: int
+
+    def commit_a_delete(self) -> str:
+        """One more committed write: delete 1% of the rows (committed in the metastore)."""
+        self.writer.delete(self.writer.sample_identities(0.01, seed=11))
+        return self.writer.valid_write_ids()
+
+
+def start_metastore(home: Path) -> str:
+    """A real Hive Metastore of this run's own (scripts/metastore.py, a fresh Derby database)."""
+    started = subprocess.run(
+        [sys.executable, str(METASTORE_SCRIPT), "start", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        stdin=subprocess.DEVNULL,
+    )
+    lines = started.stdout.strip().splitlines()
+    if started.returncode != 0 or not lines or not lines[-1].startswith("thrift://"):
+        raise E2EError(f"the metastore did not start:\n{started.stdout}{started.stderr[-3000:]}")
+    log(f"metastore {lines[-1]} ({started.stderr.strip().splitlines()[-1]})")
+    return lines[-1]
+
+
+def stop_metastore(home: Path) -> None:
+    subprocess.run(
+        [sys.executable, str(METASTORE_SCRIPT), "stop", "--home", str(home)],
+        capture_output=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def make_metastore_table(uri: str, folder: Path, rows_per_bucket: int) -> MetastoreTable:
+    from airflow_provider_acid.metastore import MetastoreClient
+    from airflow_provider_acid.testing import generate_demo_table
+    from airflow_provider_acid.testing.metastore_tables import register_table, storage_only_rows
+
+    client = MetastoreClient(uri).open()  # kept open: the later commit goes through it
+    writer = generate_demo_table(
+        str(folder / "sales"),
+        rows_per_bucket=rows_per_bucket,
+        database="e2e",
+        table_name="sales",
+        prepare=lambda w: register_table(client, w),
+        final_aborted_writes=1,
+        open_writes=1,
+    )
+    table = MetastoreTable(uri, "e2e.sales", writer, storage_only_rows(writer).num_rows)
+    log(
+        f"metastore table {table.name}: {writer.valid_write_ids()} "
+        f"({writer.expected_rows().num_rows} committed rows, {table.rows_on_storage} on storage)"
+    )
+    return table
+
+
+def run_by_name(
+    args: argparse.Namespace,
+    api: AirflowApi,
+    services: Services,
+    table: MetastoreTable,
+    output_uri: str,
+) -> None:
+    """The on-demand DAG by name: its sensor waits in the triggerer for a commit in the
+    metastore, which the script makes once it sees the sensor deferred; the snapshot must hold
+    exactly the committed rows of the view the manifest pinned (no aborted, no open write)."""
+    watermark = table.writer.write_id_snapshot().high_watermark
+    conf = {
+        "table": table.name,
+        "metastore_conn_id": METASTORE_CONN_ID,
+        "table_uri": "",
+        "output_uri": output_uri,
+        "wait_above_write_id": watermark,
+    }
+
+    def on_deferred(deferral: Deferral) -> None:
+        wait_for_defer_exit_event(services, deferral, timeout=60)
+        log(f"  {deferral.task} waits in the triggerer: committed {table.commit_a_delete()}")
+
+    run = run_dag(api, services, args.dag_id, conf, timeout=args.timeout, on_deferred=on_deferred)
+    prove_deferred(api, run, METASTORE_SENSOR_TASK, METASTORE_TRIGGER_CLASSPATH)
+    from airflow_provider_acid.acid.commit import latest_snapshot
+
+    snapshot = latest_snapshot(output_uri)
+    if snapshot is None or snapshot.table_name != table.name or not snapshot.write_ids:
+        raise E2EError(f"{output_uri}: no snapshot of {table.name} read with a write-id list")
+    expected = table.writer.expected_rows(snapshot.write_ids)
+    if expected.num_rows >= table.rows_on_storage:
+        raise E2EError("the aborted and open writes add no rows: the check would prove nothing")
+    check_snapshot_rows(output_uri, expected)
+    log(
+        f"by name: {expected.num_rows:,} committed rows of {snapshot.write_ids} "
+        f"({table.rows_on_storage:,} rows on storage, aborted and open writes included)"
+    )
+
+
 def run_e2e(args: argparse.Namespace, workdir: Path, services: Services) -> None:
     check_dags_folder(args.dags_folder, args.dag_id)
+    by_name = args.dag_id == DEFAULT_DAG_ID and not args.no_metastore
+    if by_name:
+        metastore_home = workdir / "metastore"
+        try:
+            _run_e2e(args, workdir, services, start_metastore(metastore_home))
+        finally:
+            stop_metastore(metastore_home)
+    else:
+        _run_e2e(args, workdir, services, None)
+
+
+def _run_e2e(
+    args: argparse.Namespace, workdir: Path, services: Services, metastore: str | None
+) -> None:
     table, conf = prepare_table_and_conf(args, workdir)
+    named = None
+    extra_env = {"AIRFLOW__ACID__ALLOWED_URI_PREFIXES": f"{workdir}/"}
+    if metastore is not None:
+        named = make_metastore_table(metastore, workdir / "warehouse" / "e2e", args.rows_per_bucket)
+        host, port = metastore.removeprefix("thrift://").rsplit(":", 1)
+        conn = {"conn_type": "hive_metastore", "host": host, "port": int(port)}
+        extra_env[f"AIRFLOW_CONN_{METASTORE_CONN_ID.upper()}"] = json.dumps(conn)
     home = workdir / "airflow"
     setup = airflow_setup(
         home,
@@ -208,7 +356,7 @@ def run_e2e(args: argparse.Namespace, workdir: Path, services: Services) -> None
         sql_alchemy_conn=f"sqlite:///{home / 'airflow.db'}",
         parallelism=4,
         # UI-triggered runs of the on-demand DAG may touch only these prefixes.
-        extra_env={"AIRFLOW__ACID__ALLOWED_URI_PREFIXES": f"{workdir}/"},
+        extra_env=extra_env,
     )
     migrate_database(setup, services.log_dir)
     start_airflow(services, setup)
@@ -231,6 +379,8 @@ def run_e2e(args: argparse.Namespace, workdir: Path, services: Services) -> None
         )
         prove_deferred(api, run, args.deferred_task)
         check_outputs(args, run, table)
+        if named is not None:
+            run_by_name(args, api, services, named, str(workdir / "output" / "by_name"))
     finally:
         api.close()
 

@@ -51,6 +51,11 @@ PROCESSOR_IDENTIFIER = "airflow-provider-acid"
 _BATCH = 500  # partitions fetched per call
 
 
+def load_bindings() -> tuple[Any, Any]:
+    """The Thrift service and types modules (``hive_metastore``), imported on first use."""
+    return _bindings()
+
+
 def _bindings() -> tuple[Any, Any]:
     try:
         from hive_metastore import ThriftHiveMetastore, ttypes

@@ -56,7 +56,6 @@ ORC_OUTPUT_FORMAT = "org.apache.hadoop.hive.ql.io.orc.OrcOutputFormat"
 ORC_SERDE = "org.apache.hadoop.hive.ql.io.orc.OrcSerde"
 
 
-
 def _ttypes() -> Any:
     from hive_metastore import ttypes
 

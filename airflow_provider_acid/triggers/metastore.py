@@ -9,7 +9,13 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from ..metastore.changes import committed_writes_since
+from ..metastore.client import load_bindings
 from ..metastore.connection import MetastoreAddress
+
+# The Thrift bindings are large modules (about a second to load): loaded with this module, not
+# in the first poll's worker thread, where loading them held the interpreter long enough for
+# the triggerer to report its event loop blocked.
+load_bindings()
 
 
 class AcidMetastoreWriteTrigger(BaseTrigger):
