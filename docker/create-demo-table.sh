@@ -8,6 +8,13 @@
 set -euo pipefail
 
 table_uri="${1:-${ACID_DEMO_TABLE_URI:?give the table URI as argument or ACID_DEMO_TABLE_URI}}"
+# With a metastore (ACID_METASTORE_URI) the table is also registered there under this name and
+# written under its transactions (one write aborted, one left open, as on a live warehouse).
+table_name="${2:-${ACID_TABLE:-}}"
+by_name=()
+if [[ -n "${ACID_METASTORE_URI:-}" && -n "${table_name}" ]]; then
+    by_name=(--metastore "${ACID_METASTORE_URI}" --table "${table_name}")
+fi
 
 # Exit status 0: the table has files; 3: nothing there yet; anything else: storage error.
 set +e
@@ -26,11 +33,15 @@ case "${status}" in
     0) echo "The demo table is already at ${table_uri}; keeping it." ;;
     3)
         echo "Writing the demo table to ${table_uri}"
-        python -m airflow_provider_acid.testing "${table_uri}"
+        python -m airflow_provider_acid.testing "${table_uri}" "${by_name[@]}"
         ;;
     *)
         echo "Cannot list ${table_uri} (exit status ${status}); is MinIO up?" >&2
         exit "${status}"
         ;;
 esac
-airflow-acid inspect "${table_uri}"
+if [[ ${#by_name[@]} -gt 0 ]]; then
+    airflow-acid inspect "${by_name[@]}"
+else
+    airflow-acid inspect "${table_uri}"
+fi

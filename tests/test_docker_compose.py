@@ -34,7 +34,7 @@ AIRFLOW_SERVICES = {
     "airflow-worker",
     "airflow-init",
 }
-OTHER_SERVICES = {"postgres", "redis", "minio", "minio-init", "acid-demo-table"}
+OTHER_SERVICES = {"postgres", "redis", "minio", "minio-init", "metastore", "acid-demo-table"}
 CONNECTION_VAR = "AIRFLOW_CONN_ACID_DEFAULT"
 DAGS_FOLDER = "/opt/airflow/dags"
 
