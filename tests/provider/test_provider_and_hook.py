@@ -65,3 +65,39 @@ def test_no_connection_means_fsspec_defaults(tmp_path):
     hook = AcidHook()
     fs, path = hook.get_filesystem(str(tmp_path))
     assert hook.storage_options == {} and path == str(tmp_path)
+
+
+def test_a_hive_metastore_connection_works_as_the_apache_hive_provider_defines_it(
+    monkeypatch, metastore_uri
+):
+    """The apache-hive provider's ``hive_metastore`` type, without that provider installed:
+    host(s), port and the extra ``auth_mechanism``; the UI's Test button calls the metastore."""
+    import pytest
+    from airflow.providers_manager import ProvidersManager
+
+    from airflow_provider_acid.hooks.metastore import AcidMetastoreHook
+
+    manager = ProvidersManager()
+    assert manager.hooks["hive_metastore"].hook_class_name.endswith("AcidMetastoreHook")
+    assert "hive_metastore" in manager.field_behaviours
+    assert "extra__hive_metastore__auth_mechanism" in manager.connection_form_widgets
+
+    host, port = metastore_uri.removeprefix("thrift://").rsplit(":", 1)
+    conn = {"conn_type": "hive_metastore", "host": f"nowhere.invalid,{host}", "port": int(port)}
+    monkeypatch.setenv("AIRFLOW_CONN_METASTORE_DEFAULT", json.dumps(conn))
+    hook = AcidMetastoreHook()
+    assert hook.uri == f"thrift://nowhere.invalid:{port},{metastore_uri}"  # tried in order
+    assert hook.address.auth == "NONE"
+    ok, message = hook.test_connection()
+    assert ok and message.startswith(hook.uri), message
+
+    plain = {**conn, "login": "u", "password": "p-secret", "extra": {"auth_mechanism": "PLAIN"}}
+    monkeypatch.setenv("AIRFLOW_CONN_METASTORE_PLAIN", json.dumps(plain))
+    address = AcidMetastoreHook("metastore_plain").address
+    assert (address.auth, address.user, address.password) == ("PLAIN", "u", "p-secret")
+    assert "p-secret" not in repr(address) + address.uri
+
+    kerberos = {**conn, "extra": {"auth_mechanism": "GSSAPI"}}
+    monkeypatch.setenv("AIRFLOW_CONN_METASTORE_KRB", json.dumps(kerberos))
+    with pytest.raises(ValueError, match="Kerberos/GSSAPI is not supported"):
+        _ = AcidMetastoreHook("metastore_krb").address
