@@ -6,17 +6,20 @@ does, never by its folder:
 
 * ACID event files: top-level ``operation, originalTransaction, bucket, rowId,
   currentTransaction, row`` (matched case-insensitively: query-based compaction writes lower
-  case) with the table's columns in the ``row`` struct. They must say ``hive.acid.version`` 2
-  or more in their footer, or sit in a folder holding ``_orc_acid_version``; older (Hive 2)
-  files are refused.
+  case) with the table's columns in the ``row`` struct. They are Hive 3 files when their footer
+  says ``hive.acid.version`` 2 or more, when they sit in a folder holding ``_orc_acid_version``,
+  or, lacking both (Hive 3.1's query-based compaction, IMPALA-10115), when the ``bucket``
+  column's minimum and maximum in the footer are ``BucketCodec`` V1 values (bits 31-29 = 001,
+  Hive's ``BucketCodec.determineVersion``). Files with plain bucket ids (Hive 2) are refused.
 * Plain files: original (pre-ACID) files at a partition root, and raw files that LOAD DATA put
   inside a base or delta. Their rows get synthetic identities: originalTransaction 0 for
   originals, the folder's write id for raw files; the bucket from the file name encoded as
   ``BucketCodec`` V1; rowId = position in the file plus the rows of the same bucket's earlier
   files (in Hive's order, ``_copy_N`` files included) of the same folder.
 
-Columns are matched to the table's columns by name, case-insensitively; files whose columns
-are named ``_col0, _col1, ...`` (old writers) by position. Missing columns read as nulls.
+Columns are matched to the table's columns as Hive does (:mod:`.evolution`): ORC files by
+position, Parquet files by name; missing columns read as nulls, and a column whose type changed
+is converted with Hive's result, or refused naming the file and the column.
 Rows of writes the write-id list does not show (a partly valid delta range) are marked
 invisible; delete events of such writes are dropped.
 
@@ -39,6 +42,7 @@ import pyarrow.parquet as pq
 import pyorc
 from fsspec import AbstractFileSystem
 
+from .evolution import EvolutionError, column_sources, convert
 from .hive_types import HiveType, HiveTypeError, hive_field
 from .names import BaseDir, DeltaDir
 from .snapshot import BucketSlice, DataFile, FileRole, TableSnapshot
@@ -49,6 +53,8 @@ ACID_COLUMNS = ("operation", "originalTransaction", "bucket", "rowId", "currentT
 _ACID_LOWER = tuple(c.lower() for c in ACID_COLUMNS)
 _VERSION_KEY = "hive.acid.version"
 _POSITIONAL = re.compile(r"^_col(\d+)$")
+#: ORC column id of ``bucket`` in an ACID event file (0 is the root struct).
+_BUCKET_COLUMN_ID = 3
 _INSERT = 0
 _DELETE = 2
 
@@ -221,6 +227,10 @@ class _OpenFile:
     #: For ACID files: the file's own names of the six top-level columns.
     acid_names: tuple[str, ...] | None = None
     metadata: dict[str, str] = field(default_factory=dict)
+    #: The Hive types of the row's columns as the file declares them (char/varchar kept).
+    row_hive_types: tuple[HiveType, ...] = ()
+    #: For ACID ORC files: the ``bucket`` column's minimum and maximum from the footer.
+    bucket_range: tuple[int, int] | None = None
 
     @property
     def path(self) -> str:
@@ -251,6 +261,19 @@ class _OpenFile:
                 yield stripe.slice(start, batch_rows)
 
 
+def _orc_footer(handle: IO[bytes], path: str) -> tuple[HiveType, tuple[int, int] | None]:
+    """The file's Hive type and, for an ACID file, the ``bucket`` column's min and max."""
+    reader = pyorc.Reader(handle)
+    file_type = HiveType.parse(str(reader.schema))
+    bucket_range = None
+    if _is_acid_names([n.lower() for n in file_type.field_names]):
+        stats = reader[_BUCKET_COLUMN_ID].statistics
+        low, high = stats.get("minimum"), stats.get("maximum")
+        if low is not None and high is not None:
+            bucket_range = (int(low), int(high))
+    return file_type, bucket_range
+
+
 def _open(fs: AbstractFileSystem, data_file: DataFile) -> _OpenFile:
     handle = fs.open(data_file.path, "rb")
     try:
@@ -266,7 +289,10 @@ def _open(fs: AbstractFileSystem, data_file: DataFile) -> _OpenFile:
                 parquet.schema_arrow,
                 parquet=parquet,
             )
+            opened.row_hive_types = tuple(HiveType.from_arrow(f.type) for f in opened.schema)
         else:
+            file_type, bucket_range = _orc_footer(handle, data_file.path)
+            handle.seek(0)
             orc = pa_orc.ORCFile(handle)
             metadata = {
                 k.decode(errors="replace").lower(): v.decode(errors="replace")
@@ -275,7 +301,18 @@ def _open(fs: AbstractFileSystem, data_file: DataFile) -> _OpenFile:
             opened = _OpenFile(
                 data_file, handle, FileFormat.ORC, orc.nrows, orc.schema, orc=orc, metadata=metadata
             )
-    except (pa.ArrowException, OSError, ValueError) as exc:
+            opened.bucket_range = bucket_range
+            row = file_type
+            if _is_acid_names([n.lower() for n in file_type.field_names]):
+                row = file_type.children[5]
+            opened.row_hive_types = row.children if row.name == "struct" else ()
+    except (
+        pa.ArrowException,
+        OSError,
+        ValueError,
+        pyorc.ParseError,
+        pyorc.ORCError,
+    ) as exc:
         handle.close()
         raise AcidFormatError(
             f"{data_file.path}: not a readable ORC or Parquet file ({exc})"
@@ -286,15 +323,33 @@ def _open(fs: AbstractFileSystem, data_file: DataFile) -> _OpenFile:
     return opened
 
 
+_HIVE2_MESSAGE = (
+    "written by Hive 2, which this reader does not support (run a major compaction in Hive 3 first)"
+)
+
+
+def is_bucket_codec_v1(value: int) -> bool:
+    """Whether a ``bucket`` field value is ``BucketCodec`` V1: bits 31-29 = 001 (Hive's
+    ``BucketCodec.determineVersion``); Hive 2 wrote plain bucket ids (version bits 000)."""
+    return (value & 0xFFFFFFFF) >> 29 == 1
+
+
 def _check_acid_version(opened: _OpenFile) -> None:
+    """Accept Hive 3 ACID files: by the footer's ``hive.acid.version``, else by the folder's
+    ``_orc_acid_version``, else by content: Hive 3.1's query-based compaction writes the full
+    ACID schema without the footer tag (IMPALA-10115), but Hive 3 always encodes ``bucket`` in
+    ``BucketCodec`` V1, which the column's footer minimum and maximum show."""
     version = opened.metadata.get(_VERSION_KEY)
     if version is None:
         if opened.data_file.acid_version_marked:
             return
+        bounds = opened.bucket_range
+        if bounds is not None and all(is_bucket_codec_v1(v) for v in bounds):
+            return
         raise AcidFormatError(
             f"{opened.path}: an ACID file without '{_VERSION_KEY}' in its footer, in a folder "
-            "without '_orc_acid_version': written by Hive 2, which this reader does not support "
-            "(run a major compaction in Hive 3 first)"
+            "without '_orc_acid_version', whose 'bucket' values are not BucketCodec V1: "
+            + _HIVE2_MESSAGE
         )
     try:
         number = int(version.strip())
@@ -314,52 +369,84 @@ def _check_acid_version(opened: _OpenFile) -> None:
 
 @dataclass(frozen=True)
 class _ColumnMap:
-    """For each table column: the index of the file field holding it (None: all null)."""
+    """For each table column: the index of the file field holding it (None: all null), with
+    the file's and the table's Hive types of that column."""
 
     sources: tuple[int | None, ...]
     targets: tuple[pa.Field, ...]
+    file_types: tuple[HiveType | None, ...]
+    table_types: tuple[HiveType, ...]
 
 
-def _column_map(fields: Sequence[pa.Field], targets: Sequence[pa.Field], path: str) -> _ColumnMap:
-    names = [f.name for f in fields]
-    positional = bool(names) and all(_POSITIONAL.match(n) for n in names)
-    by_name: dict[str, int] = {}
-    for index, name in enumerate(names):
-        by_name.setdefault(name.lower(), index)
-    sources: list[int | None] = []
-    for position, target in enumerate(targets):
-        if positional:
-            sources.append(position if position < len(names) else None)
-        else:
-            sources.append(by_name.get(target.name.lower()))
-    if names and targets and all(s is None for s in sources):
+def _column_map(
+    opened: _OpenFile, columns: TableColumns, targets: Sequence[pa.Field]
+) -> _ColumnMap:
+    """Table columns onto the file's: ORC by position, Parquet by name (unless its columns are
+    named ``_col0, _col1, ...``); see :mod:`.evolution`."""
+    path = opened.path
+    row_type = opened.row_type
+    if isinstance(row_type, pa.Schema):
+        names = list(row_type.names)
+    else:
+        names = [row_type.field(i).name for i in range(row_type.num_fields)]
+    positional = opened.format is FileFormat.ORC or (
+        bool(names) and all(_POSITIONAL.match(n) for n in names)
+    )
+    sources = column_sources(names, columns.names, by_position=positional)
+    if not positional and names and targets and all(s is None for s in sources):
         raise AcidFormatError(
             f"{path}: none of its columns {names} is a table column "
             f"{[t.name for t in targets]} (pass the table's schema if the names differ)"
         )
-    return _ColumnMap(tuple(sources), tuple(targets))
+    file_types: list[HiveType | None] = []
+    for source, column in zip(sources, columns.columns, strict=True):
+        if source is None:
+            file_types.append(None)
+            continue
+        file_type = (
+            opened.row_hive_types[source]
+            if source < len(opened.row_hive_types)
+            else column.hive_type
+        )
+        file_types.append(file_type)
+    return _ColumnMap(
+        tuple(sources),
+        tuple(targets),
+        tuple(file_types),
+        tuple(c.hive_type for c in columns.columns),
+    )
 
 
 def _map_columns(
     children: Sequence[pa.Array], column_map: _ColumnMap, length: int, path: str
 ) -> list[pa.Array]:
     out = []
-    for source, target in zip(column_map.sources, column_map.targets, strict=True):
-        if source is None:
+    for source, target, file_type, table_type in zip(
+        column_map.sources,
+        column_map.targets,
+        column_map.file_types,
+        column_map.table_types,
+        strict=True,
+    ):
+        if source is None or file_type is None:
             out.append(pa.nulls(length, target.type))
             continue
         array = children[source]
-        if array.type != target.type:
-            try:
-                array = pc.cast(array, target.type)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                hint = ""
-                if "lose data" in str(exc) and "timestamp" in str(target.type):
-                    hint = " (pass timestamp_unit='ns' to keep sub-microsecond timestamps)"
-                raise AcidFormatError(
-                    f"{path}: column {target.name!r} of type {array.type} cannot be read as "
-                    f"{target.type}: {exc}{hint}"
-                ) from None
+        try:
+            array = convert(array, file_type, table_type, target.type)
+        except EvolutionError as exc:
+            raise AcidFormatError(
+                f"{path}: column {target.name!r} (file column {source + 1}, {file_type}) "
+                f"cannot be read as the table's {table_type}: {exc}"
+            ) from None
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            hint = ""
+            if "lose data" in str(exc) and "timestamp" in str(target.type):
+                hint = " (pass timestamp_unit='ns' to keep sub-microsecond timestamps)"
+            raise AcidFormatError(
+                f"{path}: column {target.name!r} of type {array.type} cannot be read as "
+                f"{target.type}: {exc}{hint}"
+            ) from None
         out.append(array)
     return out
 
@@ -403,9 +490,13 @@ class DeleteBatch:
 
 
 def _fully_valid(data_file: DataFile, write_ids: ValidWriteIdList) -> bool:
+    """Whether every write in an ACID file is visible without looking at its rows."""
     folder = data_file.folder
     if folder is None:
-        return True
+        # an ACID file outside base/delta folders (at a partition root): no folder name says
+        # which writes it holds, so its rows are checked unless every write is committed
+        # (Impala reads such files as ACID events and filters them the same way, IMPALA-9512)
+        return write_ids.is_all_committed
     return write_ids.range_validity(folder.min_write_id, folder.max_write_id) is RangeValidity.ALL
 
 
@@ -490,8 +581,7 @@ class SliceReader:
         names = opened.acid_names
         assert names is not None
         op, otx, bucket, row_id, ctx, row = names
-        row_type = opened.row_type
-        column_map = _column_map(list(row_type), self.targets, opened.path)
+        column_map = _column_map(opened, self.columns, self.targets)
         check_validity = not _fully_valid(opened.data_file, self.write_ids)
         produced = 0
         for batch in opened.stripes(None, self.batch_rows):
@@ -535,7 +625,7 @@ class SliceReader:
         visible_file = write == 0 or self.write_ids.is_valid(write)
         bucket_value = pa.scalar(encode_bucket_v1(data_file.bucket_id), pa.int32())
         write_value = pa.scalar(write, pa.int64())
-        column_map = _column_map(list(opened.row_type), self.targets, opened.path)
+        column_map = _column_map(opened, self.columns, self.targets)
         produced = 0
         for batch in opened.stripes(None, self.batch_rows):
             n = batch.num_rows

@@ -123,6 +123,30 @@ class RowHistory:
         self._rows_cache = None
         return table
 
+    def evolve(
+        self, arrow_schema: pa.Schema, convert: Callable[[int, pa.ChunkedArray], pa.Array]
+    ) -> None:
+        """The table's columns changed to ``arrow_schema`` (``ALTER TABLE``): every recorded row
+        now shows, for each column, ``convert(position, old column)``, or null for a column
+        added after the row was written (Hive reads files by position)."""
+        old_names = self.arrow_schema.names
+        bookkeeping = list(self.schema)[: len(self.schema) - len(old_names)]
+        new_schema = pa.schema(bookkeeping + list(arrow_schema))
+        batches = []
+        for batch in self.row_batches:
+            table = batch.table
+            columns = [table[f.name] for f in bookkeeping]
+            for index, target in enumerate(arrow_schema):
+                if index < len(old_names):
+                    columns.append(convert(index, table[old_names[index]]))
+                else:
+                    columns.append(pa.nulls(table.num_rows, target.type))
+            evolved = pa.Table.from_arrays(columns, schema=new_schema)
+            batches.append(RowBatch(batch.kind, batch.write_id, batch.partition, evolved))
+        self.row_batches = batches
+        self.arrow_schema = arrow_schema
+        self._rows_cache = None
+
     def record_deletes(self, write_id: int, partition: int, deletes: pa.Table) -> None:
         """Record delete events (a table of PARTITION, WRITE_ID, ORIGINAL_TXN, BUCKET, ROW_ID)."""
         self.delete_batches.append(DeleteBatch(write_id, partition, deletes))

@@ -3,6 +3,10 @@
 Columns are given as Arrow schemas, ``(name, hive type)`` pairs, mappings or bare names
 (``string``). Rows (Arrow tables, lists of dicts, column mappings) are cast to the columns' Arrow
 types, char/varchar values cut and padded as ORC stores them.
+
+Schema changes (:func:`check_alter`, :func:`evolve_column`): what ``ALTER TABLE ... CHANGE`` /
+``ADD COLUMNS`` allow and what Hive then shows for a value written before, written here
+independently of the reader's :mod:`airflow_provider_acid.acid.evolution`.
 """
 
 from __future__ import annotations
@@ -121,3 +125,56 @@ def normalise(
         length = hive_type.params[0]
         column = pc.utf8_rpad(pc.utf8_slice_codeunits(column, 0, length), length)
     return column
+
+
+# -- schema changes --------------------------------------------------------------------------
+
+_INTEGERS = ("tinyint", "smallint", "int", "bigint")
+_INTEGER_DIGITS = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 19}
+_STRINGS = ("string", "varchar", "char")
+
+
+def change_allowed(old: HiveType, new: HiveType) -> bool:
+    """Whether the simulator lets a column change from ``old`` to ``new``: the changes Hive's
+    metastore allows (``ColumnType.areColTypesCompatible``) that Hive's ORC reader converts
+    exactly: integer widening, integers to double, float to double, widening to decimal,
+    changes among string, varchar and char, and date to those."""
+    if str(old) == str(new):
+        return True
+    a, b = old.name, new.name
+    if a in _INTEGERS and b in _INTEGERS:
+        return _INTEGERS.index(a) < _INTEGERS.index(b)
+    if a in _INTEGERS and b == "double" or (a, b) == ("float", "double"):
+        return True
+    if b == "decimal" and a in _INTEGERS:
+        return new.params[0] - new.params[1] >= _INTEGER_DIGITS[a]
+    if a == b == "decimal":
+        (p, s), (q, t) = old.params, new.params
+        return t >= s and q - t >= p - s
+    return (a in _STRINGS or a == "date") and b in _STRINGS
+
+
+def check_alter(old: Sequence[Column], new: Sequence[Column]) -> None:
+    """ValueError unless ``new`` follows from ``old`` by renames, allowed type changes and
+    columns added at the end (Hive compares the lists by position)."""
+    if len(new) < len(old):
+        raise ValueError("the simulator does not drop columns (REPLACE COLUMNS with fewer columns)")
+    for index, (before, after) in enumerate(zip(old, new, strict=False)):
+        if not change_allowed(before.type, after.type):
+            raise ValueError(
+                f"column {index + 1} ({before.name} {before.type} -> {after.name} "
+                f"{after.type}): a type change Hive refuses"
+            )
+
+
+def evolve_column(
+    column: pa.Array | pa.ChunkedArray, old: HiveType, new: HiveType
+) -> pa.ChunkedArray | pa.Array:
+    """Values written as ``old`` as Hive shows them once the column is ``new``: numbers
+    widened exactly, strings cut for varchar and cut and padded for char (a char's own padding
+    trimmed first)."""
+    if str(old) == str(new):
+        return column
+    if old.name == "char":
+        column = pc.utf8_rtrim(column, characters=" ")
+    return normalise(column, orc_arrow_type(new), new)

@@ -53,6 +53,11 @@ class TableFiles:
         }
         self._folders_with_version_file: set[str] = set()
 
+    def set_row_type(self, row_type: HiveType) -> None:
+        """Files written from now on have ``row_type`` (after ALTER TABLE)."""
+        self.row_type = row_type
+        self.arrow_schema = pa.schema([pa.field(n, orc_arrow_type(t)) for n, t in row_type.fields])
+
     def write_plain(self, path: str, rows: pa.Table) -> WrittenFile:
         """A plain file of rows (an original file, or a file of an insert-only table)."""
         return write_plain_file(self.fs, path, rows, self.row_type, **self._orc_options)

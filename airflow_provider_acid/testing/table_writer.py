@@ -2,7 +2,8 @@
 
 :class:`AcidTableWriter` plays the part of Hive (and of its metastore's write-id bookkeeping) for
 one table: inserts, deletes, updates (split update: a delete event plus an insert event),
-multi-statement writes, aborted and open writes, pre-ACID original files, INSERT OVERWRITE and
+multi-statement writes, aborted and open writes, pre-ACID original files, INSERT OVERWRITE,
+schema changes (:meth:`AcidTableWriter.alter_columns`: renames, added columns, widened types) and
 major/minor compaction. Every operation writes the folders and ORC files Hive 3 would write,
 and the simulator keeps, independently of those files, the logical history needed to say which
 rows a correct reader must return: :meth:`AcidTableWriter.expected_rows`.
@@ -47,7 +48,15 @@ from .row_history import (
     RowHistory,
     arange,
 )
-from .table_columns import arrow_schema, check_column_names, columns_of, rows_to_table
+from .table_columns import (
+    Column,
+    arrow_schema,
+    check_alter,
+    check_column_names,
+    columns_of,
+    evolve_column,
+    rows_to_table,
+)
 from .table_files import TableFiles
 from .table_layout import Directory, TableLayout
 from .write_history import Write, WriteHistory, WriteIdSnapshot, WriteState
@@ -446,6 +455,52 @@ class AcidTableWriter:
             p.original_copies[bucket] = copy + 1
             p.original_rows[bucket] = first_row + part.num_rows
         return written
+
+    # ------------------------------------------------------------------------------------
+    # Schema changes
+    # ------------------------------------------------------------------------------------
+
+    def alter_columns(self, columns: Any) -> None:
+        """ALTER TABLE: the table's columns become ``columns`` (same forms as the constructor).
+
+        Compared by position, as Hive does: a column may be renamed, change type as Hive allows
+        (integer and float widening, widening to decimal, string/varchar/char) and columns may
+        be added at the end; dropping columns is not simulated. Files already written keep
+        their schema; new files (and compactions) are written with the new one.
+        :meth:`expected_rows` then gives what Hive shows: old rows by position, converted,
+        added columns null. Bucketing columns cannot change.
+        """
+        new = columns_of(columns)
+        check_column_names(new, self.partition_columns)
+        old = self.columns
+        check_alter(old, new)
+        for index, column in enumerate(old):
+            if column.name in self.bucket_by and new[index] != column:
+                raise ValueError(f"bucketing column {column.name!r} cannot be changed")
+        self.columns = new
+        self.row_type = struct_type((c.name, c.type) for c in new)
+        self.arrow_schema = arrow_schema(new)
+        self.row_history.evolve(
+            self.arrow_schema,
+            lambda index, values: evolve_column(values, old[index].type, new[index].type),
+        )
+        self.files.set_row_type(self.row_type)
+
+    def rename_column(self, old_name: str, new_name: str) -> None:
+        """ALTER TABLE ... CHANGE old_name new_name (same type)."""
+        self.alter_columns(
+            [Column(new_name, c.type) if c.name == old_name else c for c in self.columns]
+        )
+
+    def change_column_type(self, name: str, hive_type: str) -> None:
+        """ALTER TABLE ... CHANGE name name hive_type."""
+        self.alter_columns(
+            [Column.of((name, hive_type)) if c.name == name else c for c in self.columns]
+        )
+
+    def add_columns(self, columns: Any) -> None:
+        """ALTER TABLE ... ADD COLUMNS (at the end)."""
+        self.alter_columns(list(self.columns) + list(columns_of(columns)))
 
     # ------------------------------------------------------------------------------------
     # Compaction

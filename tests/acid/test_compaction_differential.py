@@ -3,8 +3,10 @@ multisets with the rows the simulator says a correct reader returns.
 
 Histories mix inserts, deletes, updates (delete + insert), several statements per write,
 aborted and still-open writes, original files with copies, repeated deletes of one row, minor
-and major compactions; each is read with the current write-id list and with one captured
-earlier (which makes compacted ranges partly valid).
+and major compactions, and schema evolution between writes (a rename, an added column, an int
+column widened to bigint: old files keep their schema, and the simulator's expected rows follow
+Hive's by-position rules, trinodb/trino#6479); each is read with the current write-id list and
+with one captured earlier (which makes compacted ranges partly valid).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from airflow_provider_acid.acid.compaction import CompactionOptions, compact_table
+from airflow_provider_acid.acid.hive_types import HiveType
 from airflow_provider_acid.acid.names import parse_acid_dir
 from airflow_provider_acid.acid.snapshot import NotEnoughHistoryError
 from airflow_provider_acid.testing.acid_layout import (
@@ -38,6 +41,7 @@ COLUMNS = [
     ("name", "string"),
     ("price", "decimal(10,2)"),
     ("tags", "array<string>"),
+    ("qty", "int"),
 ]
 
 operations = st.one_of(
@@ -52,7 +56,12 @@ operations = st.one_of(
     st.tuples(st.just("major")),
     st.tuples(st.just("capture")),
     st.tuples(st.just("stale_reader"), st.integers(1, 5)),
+    st.tuples(st.just("evolve")),
 )
+
+#: The schema changes ``evolve`` applies, in order: ALTER TABLE ... CHANGE name label string,
+#: ADD COLUMNS (note string), CHANGE qty qty bigint.
+EVOLUTIONS = ("rename", "add", "widen")
 
 
 class History:
@@ -63,18 +72,55 @@ class History:
         self.partitioned = partitioned
         self.next_id = 0
         self.captured: str | None = None
+        self.evolutions = 0
+        self.name_column = "name"
+
+    def evolve(self) -> None:
+        """The next schema change of :data:`EVOLUTIONS` (none once all are applied)."""
+        if self.evolutions >= len(EVOLUTIONS):
+            return
+        step = EVOLUTIONS[self.evolutions]
+        self.evolutions += 1
+        note(f"schema change: {step}")
+        if step == "rename":
+            self.table.rename_column("name", "label")
+            self.name_column = "label"
+        elif step == "add":
+            self.table.add_columns([("note", "string")])
+        else:
+            self.table.change_column_type("qty", "bigint")
+
+    @property
+    def columns(self) -> list[str]:
+        """The table's columns now, then the partition column."""
+        names = [c.name for c in self.table.columns]
+        return names + (["p"] if self.partitioned else [])
+
+    @property
+    def schema(self) -> list[tuple[str, str]] | None:
+        """The table's columns as a metastore gives them, once they changed (before that the
+        reader takes them from the newest file)."""
+        if not self.evolutions:
+            return None
+        return [(c.name, str(c.type)) for c in self.table.columns]
 
     def rows(self, count: int, partition: int) -> list[dict]:
         out = []
         for _ in range(count):
             i = self.next_id
             self.next_id += 1
+            wide = "qty" in self.table.arrow_schema.names and pa.types.is_int64(
+                self.table.arrow_schema.field("qty").type
+            )
             row = {
                 "id": i,
-                "name": None if i % 5 == 4 else f"n{i}",
+                self.name_column: None if i % 5 == 4 else f"n{i}",
                 "price": decimal.Decimal(i * 7 % 1000) / 100,
                 "tags": None if i % 3 == 2 else [f"t{i % 4}"] * (i % 3),
+                "qty": None if i % 6 == 5 else (i << 33 if wide else i % 7 - 3),
             }
+            if "note" in self.table.arrow_schema.names:
+                row["note"] = f"note{i}"
             if self.partitioned:
                 row["p"] = partition
             out.append(row)
@@ -88,7 +134,10 @@ class History:
         elif kind == "delete":
             t.delete(lambda r, m=args[0], k=args[1]: r["id"] % m == k % m)
         elif kind == "update":
-            t.update(lambda r, m=args[0], k=args[1]: r["id"] % m == k % m, {"name": f"u{args[1]}"})
+            t.update(
+                lambda r, m=args[0], k=args[1]: r["id"] % m == k % m,
+                {self.name_column: f"u{args[1]}"},
+            )
         elif kind == "statements":
             with t.begin() as txn:
                 txn.insert(self.rows(args[0], 0))
@@ -109,6 +158,8 @@ class History:
             t.compact_major()
         elif kind == "capture":
             self.captured = t.valid_write_ids()
+        elif kind == "evolve":
+            self.evolve()
         elif kind == "stale_reader":
             # a reader's list taken before writes that a minor compaction then merges with
             # older ones: the compacted range is only partly valid for that reader
@@ -144,12 +195,14 @@ class History:
             pa.array([write] * events.num_rows, pa.int64()),
         )
         folder = "/".join([t.path, *parent, delete_delta_dir_name(write, write, 0)])
-        write_acid_file(t.fs, f"{folder}/{name}", events, t.row_type)
+        # the repeated file keeps its own row type (the table's columns may have changed since)
+        row_type = HiveType.from_arrow(events.schema.field("row").type)
+        write_acid_file(t.fs, f"{folder}/{name}", events, row_type)
         write_acid_version_file(t.fs, folder)
 
 
-def as_multiset(table: pa.Table, partitioned: bool) -> collections.Counter:
-    columns = ["id", "name", "price", "tags"] + (["p"] if partitioned else [])
+def as_multiset(table: pa.Table, columns: list[str]) -> collections.Counter:
+    assert table.column_names == columns or not table.num_rows, (table.column_names, columns)
     rows = table.select(columns).to_pylist()
     return collections.Counter(
         tuple(tuple(v) if isinstance(v, list) else v for v in (r[c] for c in columns)) for r in rows
@@ -165,16 +218,18 @@ def note(text: str) -> None:
 
 
 def compacted(
-    table: AcidTableWriter, out: Path, write_ids: str, totals: dict | None = None
+    run: History, out: Path, write_ids: str, totals: dict | None = None
 ) -> pa.Table | None:
     """The snapshot's rows read back from its files; None if the list is too old to read.
     ``totals``, if given, receives the snapshot's row accounting."""
     try:
         result = compact_table(
-            table.root,
+            run.table.root,
             str(out),
             write_ids=write_ids,
-            options=CompactionOptions(batch_rows=7, row_group_rows=5, max_workers=1),
+            options=CompactionOptions(
+                batch_rows=7, row_group_rows=5, max_workers=1, schema=run.schema
+            ),
         )
     except NotEnoughHistoryError:
         note("captured list older than the oldest base")
@@ -187,7 +242,7 @@ def compacted(
     parts = [pq.read_table(p) for p in result.file_paths()]
     assert result.rows_written == sum(p.num_rows for p in parts)
     if not parts:
-        return pa.table({c: pa.array([], pa.null()) for c in ("id", "name", "price", "tags", "p")})
+        return pa.table({c: pa.array([], pa.null()) for c in run.columns})
     return pa.concat_tables(parts)
 
 
@@ -234,11 +289,11 @@ def test_compaction_equals_the_reference(partitioned, buckets, bucket_by_id, ori
             views.append((run.captured, run.captured))
         for number, (write_ids, snapshot) in enumerate(views):
             expected = table.expected_rows(snapshot)
-            got = compacted(table, root / f"out{number}", write_ids)
+            got = compacted(run, root / f"out{number}", write_ids)
             if got is None:
                 assert snapshot is not None, "the current list must always be readable"
                 continue
-            assert as_multiset(got, partitioned) == as_multiset(expected, partitioned), (
+            assert as_multiset(got, run.columns) == as_multiset(expected, run.columns), (
                 write_ids,
                 history,
             )
@@ -264,12 +319,54 @@ def test_decimal_and_null_columns_survive_a_round_trip(tmp_path):
         run.apply(op)
     for write_ids, snapshot in [(table.valid_write_ids(), None), (run.captured, run.captured)]:
         totals: dict = {}
-        got = compacted(table, tmp_path / f"out-{snapshot is None}", write_ids, totals)
+        got = compacted(run, tmp_path / f"out-{snapshot is None}", write_ids, totals)
         expected = table.expected_rows(snapshot)
         assert totals["rows_deleted"] > 0
         if snapshot is not None:  # the stale reader sees a partly valid compacted range
             assert totals["rows_invalid"] > 0
-        assert as_multiset(got, True) == as_multiset(expected, True)
+        assert as_multiset(got, run.columns) == as_multiset(expected, run.columns)
         assert (
             pc.sum(pc.is_null(got["name"])).as_py() == pc.sum(pc.is_null(expected["name"])).as_py()
         )
+
+
+def test_schema_changes_between_writes_follow_hives_rules(tmp_path):
+    """A rename, an added column and int to bigint between writes, with deletes, updates and
+    compactions around them: the snapshot equals the simulator's rows by Hive's rules (ORC ACID
+    by position, trinodb/trino#6479 and #6316: old values under the new name, the added column
+    null in old rows, old ints widened), and a few rows are checked by value too."""
+    table = AcidTableWriter(str(tmp_path / "t"), COLUMNS, [("p", "int")], buckets=2, stripe_rows=3)
+    run = History(table, True)
+    for op in [
+        ("insert", 8, 0),
+        ("delete", 4, 1),
+        ("evolve",),  # name -> label
+        ("insert", 5, 1),
+        ("update", 3, 0),
+        ("minor",),
+        ("evolve",),  # + note
+        ("insert", 4, 0),
+        ("capture",),
+        ("evolve",),  # qty int -> bigint
+        ("insert", 3, 1),
+        ("delete", 5, 3),
+    ]:
+        run.apply(op)
+    assert [c.name for c in table.columns] == ["id", "label", "price", "tags", "qty", "note"]
+    for write_ids, snapshot in [(table.valid_write_ids(), None), (run.captured, run.captured)]:
+        got = compacted(run, tmp_path / f"out-{snapshot is None}", write_ids)
+        expected = table.expected_rows(snapshot)
+        assert as_multiset(got, run.columns) == as_multiset(expected, run.columns)
+    got = compacted(run, tmp_path / "out-values", table.valid_write_ids())
+    assert got.schema.field("qty").type == pa.int64()
+    by_id = {r["id"]: r for r in got.to_pylist()}
+    assert 0 not in by_id or by_id[0]["label"] == "u0"  # updated after the rename
+    assert by_id[2]["label"] == "n2" and by_id[2]["note"] is None  # written before both
+    assert by_id[2]["qty"] == -1  # an int (2 % 7 - 3) written before the widening
+    assert by_id[10]["label"] == "n10" and by_id[10]["note"] is None
+    assert by_id[14]["note"] == "note14" and by_id[14]["qty"] == 14 % 7 - 3
+    assert by_id[19]["qty"] == 19 << 33  # written as bigint
+    assert {1, 5, 18}.isdisjoint(by_id)  # deleted
+    table.compact_major()  # rewrites everything with the current columns
+    after = compacted(run, tmp_path / "out-major", table.valid_write_ids())
+    assert as_multiset(after, run.columns) == as_multiset(table.expected_rows(), run.columns)

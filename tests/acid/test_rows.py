@@ -131,8 +131,10 @@ def test_identity_columns_match_case_insensitively_with_the_folder_marker(tmp_pa
 
 
 def test_acid_file_without_any_version_is_refused_naming_it(tmp_path):
+    """No footer version, no folder marker and plain bucket ids (BucketCodec version bits 000,
+    as Hive 2 wrote them): refused (Hive's ``BucketCodec.determineVersion``; IMPALA-10115)."""
     path = tmp_path / "t" / "delta_0000001_0000001_0000" / "bucket_00000"
-    write_events(path, [insert(1, 0, 1, "a")], version=None)
+    write_events(path, [insert(1, 0, 1, "a", bucket=0)], version=None)
     reader, _ = read_slice(tmp_path / "t")
     with pytest.raises(AcidFormatError, match="Hive 2") as info:
         list(reader.data_batches())
