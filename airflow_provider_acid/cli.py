@@ -51,6 +51,15 @@ def _source(
     return source
 
 
+def _warn_left_out(args: argparse.Namespace, warnings: Sequence[str]) -> None:
+    """What ``--ignore-unrecognised`` left out, on stderr (the output records it too)."""
+    from .acid.snapshot import IGNORED_PREFIX
+
+    for warning in warnings:
+        if warning.startswith(IGNORED_PREFIX):
+            print(f"airflow-acid {args.command}: warning: {warning}", file=sys.stderr)
+
+
 def _metastore_address(args: argparse.Namespace) -> Any:
     if not args.metastore:
         return None
@@ -170,6 +179,7 @@ def _compact(args: argparse.Namespace) -> int:
         timestamp_unit=args.timestamp_unit,
         reuse=not args.no_reuse,
         max_workers=args.workers,
+        ignore_unrecognised=args.ignore_unrecognised,
     )
     if args.manifest:
         from .pruning.snapshots import compact_manifest
@@ -193,6 +203,7 @@ def _compact(args: argparse.Namespace) -> int:
                 options=options,
                 progress=progress,
             )
+    _warn_left_out(args, result.warnings)
     if args.json:
         print(json.dumps(compact_summary(result), indent=2))
     else:
@@ -242,6 +253,12 @@ def _add_expire(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     expire.add_argument("--json", action="store_true", help="stable JSON output for scripts")
     expire.set_defaults(run=_expire)
+
+
+_IGNORE_UNRECOGNISED_HELP = (
+    "go ahead although files of the table cannot be placed in any bucket slice (by default "
+    "they fail the command, named); the output records each file so left out"
+)
 
 
 def _add_compact(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -296,6 +313,9 @@ def _add_compact(commands: Any, common: argparse.ArgumentParser) -> None:
         help="rewrite every bucket instead of reusing unchanged ones of the latest snapshot",
     )
     compact.add_argument("--workers", type=int, metavar="N", help="buckets compacted at once")
+    compact.add_argument(
+        "--ignore-unrecognised", action="store_true", help=_IGNORE_UNRECOGNISED_HELP
+    )
     compact.add_argument("--json", action="store_true", help="stable JSON output for scripts")
     compact.set_defaults(run=_compact)
 
@@ -308,7 +328,9 @@ def _index(args: argparse.Namespace) -> int:
     fs, root = resolve_filesystem(source.location)
     snapshot = resolve_snapshot(source, filesystem=fs)
     index_uri = args.index or default_index_uri(args.out or f"{root.rstrip('/')}_acid")
-    result = refresh_index(snapshot, fs, index_uri)
+    from .acid.rows import table_columns
+
+    result = refresh_index(snapshot, fs, index_uri, table_columns=table_columns(snapshot, fs).names)
     summary = {
         "format": "airflow-acid/index",
         "version": 1,
@@ -361,8 +383,11 @@ def _manifest(args: argparse.Namespace) -> int:
         index_uri=args.index,
         refresh=args.refresh,
         granularity=args.granularity,
+        ignore_unrecognised=args.ignore_unrecognised,
+        bucketing=_bucketing_option(args),
     )
     path = write_manifest(manifest, args.out) if args.out else None
+    _warn_left_out(args, manifest.warnings)
     if args.json:
         print(
             json.dumps(
@@ -373,9 +398,30 @@ def _manifest(args: argparse.Namespace) -> int:
     else:
         print(f"predicate      {manifest.predicate}")
         print(format_metrics(manifest.metrics.to_dict()))
+        if manifest.metrics.slices_pruned_by_bucket:
+            print(
+                f"{'by bucket':<15}{manifest.metrics.slices_pruned_by_bucket:,} slice(s) "
+                "ruled out by Hive's bucketing hash"
+            )
         if path:
             print(f"manifest       {path}")
     return 0
+
+
+def _bucketing_option(args: argparse.Namespace) -> dict[str, Any] | None:
+    """``--bucketed-by``, ``--buckets`` and ``--bucketing-version`` as ``compute_manifest``'s
+    ``bucketing`` option (None when not given)."""
+    if args.bucketed_by is None and args.buckets is None:
+        if args.bucketing_version is not None:
+            raise ValueError("--bucketing-version needs --bucketed-by and --buckets")
+        return None
+    if not args.bucketed_by or not args.buckets:
+        raise ValueError("--bucketed-by and --buckets go together")
+    return {
+        "columns": [c.strip() for c in args.bucketed_by.split(",") if c.strip()],
+        "buckets": args.buckets,
+        "version": args.bucketing_version or 2,
+    }
 
 
 def _add_index_and_manifest(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -414,6 +460,25 @@ def _add_index_and_manifest(commands: Any, common: argparse.ArgumentParser) -> N
     )
     manifest.add_argument(
         "--out", metavar="FILE", help="write the manifest here (.json, .jsonl or .parquet)"
+    )
+    manifest.add_argument(
+        "--ignore-unrecognised", action="store_true", help=_IGNORE_UNRECOGNISED_HELP
+    )
+    manifest.add_argument(
+        "--bucketed-by",
+        metavar="COL[,COL]",
+        help="the table's CLUSTERED BY columns, for bucket pruning when it is read storage-only "
+        "(by name, the metastore's bucketing is used)",
+    )
+    manifest.add_argument(
+        "--buckets", type=int, metavar="N", help="the table's number of buckets (--bucketed-by)"
+    )
+    manifest.add_argument(
+        "--bucketing-version",
+        type=int,
+        choices=(1, 2),
+        metavar="V",
+        help="Hive's bucketing_version of the table: 2 (Murmur3, Hive 3's default) or 1",
     )
     manifest.add_argument("--json", action="store_true", help="stable JSON output for scripts")
     manifest.set_defaults(run=_manifest)

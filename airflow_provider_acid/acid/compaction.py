@@ -57,7 +57,7 @@ from .locations import check_outside_table
 from .partitions import parse_partition_component
 from .rows import DeleteBatch, SliceReader, TableColumns, table_columns
 from .schema import partition_columns
-from .snapshot import BucketSlice, TableSnapshot, resolve_snapshot
+from .snapshot import BucketSlice, TableSnapshot, check_placed, resolve_snapshot
 from .source import TableDefinition, TableSource, storage_only_warning
 from .writeids import RangeValidity, ValidTxnList, ValidWriteIdList, parse_write_id_list
 
@@ -97,6 +97,9 @@ class CompactionOptions:
         are inferred from the folder values (bigint, date, else string).
     :param reuse: reuse the files of unchanged buckets of the latest committed snapshot.
     :param max_workers: buckets compacted at once by :func:`compact_table`.
+    :param ignore_unrecognised: plan the snapshot even though files of the table cannot be
+        placed in any slice (see :func:`~.snapshot.check_placed`); the plan and the manifest
+        record each file so left out. By default such files refuse the plan.
     """
 
     compression: str = "zstd"
@@ -110,6 +113,7 @@ class CompactionOptions:
     partition_types: Mapping[str, str] | None = None
     reuse: bool = True
     max_workers: int | None = None
+    ignore_unrecognised: bool = False
 
     def __post_init__(self) -> None:
         if self.timestamp_unit not in TIMESTAMP_UNITS:
@@ -386,20 +390,24 @@ def slice_fingerprint(
 
 
 def _snapshot_id(
-    snapshot: TableSnapshot, settings: Mapping[str, Any], slices: list[PlannedSlice]
+    snapshot: TableSnapshot,
+    settings: Mapping[str, Any],
+    slices: list[PlannedSlice],
+    ignored: Sequence[str] = (),
 ) -> str:
     write_ids = None if snapshot.write_ids.is_all_committed else str(snapshot.write_ids)
-    return _digest(
-        [
-            "airflow-acid/snapshot/1",
-            snapshot.root,
-            write_ids,
-            str(snapshot.txns) if snapshot.txns else None,
-            snapshot.insert_only,
-            settings,
-            [[s.key, s.fingerprint] for s in slices],
-        ]
-    )[:16]
+    described: list[Any] = [
+        "airflow-acid/snapshot/1",
+        snapshot.root,
+        write_ids,
+        str(snapshot.txns) if snapshot.txns else None,
+        snapshot.insert_only,
+        settings,
+        [[s.key, s.fingerprint] for s in slices],
+    ]
+    if ignored:  # what was left out by choice is part of what the snapshot is
+        described.append(sorted(ignored))
+    return _digest(described)[:16]
 
 
 def plan_for(
@@ -414,8 +422,17 @@ def plan_for(
     out_filesystem: AbstractFileSystem | None = None,
     storage_options: dict[str, Any] | None = None,
     options: CompactionOptions = CompactionOptions(),  # noqa: B008 - frozen, shared safely
+    ignore_unrecognised: bool = False,
 ) -> SnapshotPlan:
-    """Plan a snapshot of an already resolved table snapshot (see :func:`plan_snapshot`)."""
+    """Plan a snapshot of an already resolved table snapshot (see :func:`plan_snapshot`).
+
+    Files of the table that cannot be placed in any slice refuse the plan
+    (:class:`~.snapshot.UnplacedFilesError`, naming them) unless ``ignore_unrecognised`` (or
+    ``options.ignore_unrecognised``); the plan's warnings then name each file left out.
+    """
+    ignored = check_placed(
+        snapshot, ignore_unrecognised=ignore_unrecognised or options.ignore_unrecognised
+    )
     out_fs, out_root = resolve_filesystem(out_uri, out_filesystem, storage_options)
     # Where workers open the table again (compact_slice(plan.table, ...)): keep its protocol.
     table_uri = location_uri(fs, snapshot.root)
@@ -435,7 +452,7 @@ def plan_for(
         )
         for s in chosen
     ]
-    snapshot_id = _snapshot_id(snapshot, settings, planned)
+    snapshot_id = _snapshot_id(snapshot, settings, planned, ignored)
     if read_manifest(out_fs, out_root, snapshot_id) is not None:
         return read_plan(out_fs, out_root, snapshot_id)
     previous = None
@@ -461,7 +478,7 @@ def plan_for(
             (f.folder.max_write_id for f in snapshot.files if f.folder is not None), default=0
         ),
         definition=snapshot.definition.to_dict() if snapshot.definition else None,
-        warnings=_warnings(snapshot),
+        warnings=_warnings(snapshot) + ignored,
     )
     write_plan(out_fs, plan)
     return plan
@@ -503,6 +520,7 @@ def plan_snapshot(
     out_filesystem: AbstractFileSystem | None = None,
     storage_options: dict[str, Any] | None = None,
     options: CompactionOptions = CompactionOptions(),  # noqa: B008
+    ignore_unrecognised: bool = False,
 ) -> SnapshotPlan:
     """Resolve the table, choose its slices, fix the output schema and store the plan.
 
@@ -510,6 +528,8 @@ def plan_snapshot(
     same id. ``plan.keys_to_compute`` are the slices for :func:`compact_slice`; the others
     reuse the latest committed snapshot's files. ``row_filter_key`` names the row filter the
     workers will apply (it is part of the id: a callable has no stable identity of its own).
+    Files that cannot be placed in any slice refuse the plan unless ``ignore_unrecognised``
+    (see :func:`plan_for`).
     """
     snapshot, fs = _resolve(table_uri, write_ids, txns, insert_only, filesystem, storage_options)
     return plan_for(
@@ -523,6 +543,7 @@ def plan_snapshot(
         out_filesystem=out_filesystem,
         storage_options=storage_options,
         options=options,
+        ignore_unrecognised=ignore_unrecognised,
     )
 
 
@@ -918,6 +939,7 @@ def compact_table(
     storage_options: dict[str, Any] | None = None,
     options: CompactionOptions = CompactionOptions(),  # noqa: B008
     progress: ProgressCallback | None = None,
+    ignore_unrecognised: bool = False,
 ) -> SnapshotResult:
     """Write and commit one Parquet snapshot of a Hive ACID table (or of chosen slices of it).
 
@@ -927,7 +949,9 @@ def compact_table(
     the snapshot id), unless the filter object has a ``key`` attribute. ``progress`` is called
     after each computed slice with ``(result, done, total)`` (see :data:`ProgressCallback`).
     If a slice fails, slices not started yet are not started; the error is raised once the
-    running ones have stopped, and nothing is committed.
+    running ones have stopped, and nothing is committed. Files of the table that cannot be
+    placed in any slice refuse it before any work (naming them) unless ``ignore_unrecognised``;
+    the manifest's ``source.warnings`` then name each file left out.
     """
     if row_filter is not None and row_filter_key is None:
         row_filter_key = getattr(row_filter, "key", None)
@@ -948,6 +972,7 @@ def compact_table(
         out_filesystem=out_filesystem,
         storage_options=storage_options,
         options=options,
+        ignore_unrecognised=ignore_unrecognised,
     )
     out_fs, out_root = resolve_filesystem(out_uri, out_filesystem, storage_options)
     committed = read_manifest(out_fs, out_root, plan.snapshot_id)

@@ -155,4 +155,9 @@ def format_snapshot(snapshot: TableSnapshot) -> str:
             lines.append(f"  skipped  {e['path']}  [{e['reason']}] {e['detail']}")
     for u in data["unrecognised"]:
         lines.append(f"unrecognised {u['path']}: {u['detail']}")
+    if data["unrecognised"]:
+        lines.append(
+            "(compact and manifest refuse a table with unrecognised files; "
+            "--ignore-unrecognised leaves them out, recorded)"
+        )
     return "\n".join(lines)

@@ -3,7 +3,9 @@
 A Hive 3 transactional table holds, per partition, folders named after the writes they hold
 (``base_W``, ``delta_A_B_S``, ``delete_delta_A_B``, each optionally suffixed ``_vT`` with the
 compactor's visibility transaction) and inside them ``bucket_N`` files. Pre-ACID "original"
-files sit at the partition root as ``N_M`` or ``N_M_copy_K``. Number widths are minimums:
+files sit at the partition root as ``N_M`` or ``N_M_copy_K`` (Hive takes any other non-hidden
+file outside base and delta folders as an original file too; only its bucket then comes from no
+name pattern, see ``snapshot.bucket_id_of``). Number widths are minimums:
 ``delta_025_030`` and ``delta_0000063_63`` are both valid.
 """
 

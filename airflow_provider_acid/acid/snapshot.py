@@ -13,6 +13,13 @@ The rules are Hive 3's ``AcidUtils.getAcidState``, per partition:
    writes past the last kept one, when it is another statement of the last kept write, or when
    it is the delete delta twin of the last kept delta; anything else is covered and obsolete.
 5. Kept files are grouped into bucket slices per (partition, bucket id).
+
+Files outside base and delta folders are Hive's *original files*, whatever their name
+(``AcidUtils.getChildState``: every non-hidden file of a partition folder; ``findOriginals``:
+every non-hidden file below a folder that is neither a base nor a delta). Their bucket comes from
+the name (``N_M``, ``N_M_copy_K``, ``bucket_N``), else it is 0; how their rows are read is decided
+by their schema (:mod:`.rows`). What cannot be placed so is listed in ``unrecognised`` and
+:func:`check_placed` refuses the snapshot unless the caller chose to leave it out.
 """
 
 from __future__ import annotations
@@ -51,6 +58,14 @@ class AcidLayoutError(ValueError):
 
 class NotEnoughHistoryError(RuntimeError):
     """The reader's write-id list predates the oldest base the table still keeps."""
+
+
+class UnplacedFilesError(ValueError):
+    """Files of the table that belong to no bucket slice: a snapshot would silently lack them."""
+
+    def __init__(self, message: str, entries: Sequence[UnrecognisedEntry]) -> None:
+        super().__init__(message)
+        self.entries = tuple(entries)
 
 
 class FileRole(str, Enum):
@@ -96,7 +111,14 @@ class ExcludedEntry:
 
 @dataclass(frozen=True)
 class UnrecognisedEntry:
-    """Something inside the table that is neither data, a side file, nor a hidden name."""
+    """A non-hidden file inside the table that cannot be placed in any bucket slice.
+
+    Hive never writes these layouts: a file nested inside a base or delta folder, a file other
+    than ``bucket_N`` in a delete delta, a delete delta of an insert-only table, a partition or
+    base/delta folder below a folder that is neither (reading such files as original files
+    would lose their partition values or write ids), or a partition folder inside a partition's
+    own location.
+    """
 
     path: str
     detail: str
@@ -302,20 +324,17 @@ class _FileName:
     skipped: bool
     side_file: bool
     bucket_file: bool
-    original_file: bool
     bucket_id: int
 
     @classmethod
     def parse(cls, name: str) -> _FileName:
         side_file = is_side_file(name)
         bucket_file = parse_bucket_file(name)
-        original_file = parse_original_file(name)
         return cls(
             skipped=is_hidden(name) and not side_file,
             side_file=side_file,
             bucket_file=bucket_file is not None,
-            original_file=original_file is not None,
-            bucket_id=_bucket_id(bucket_file, original_file),
+            bucket_id=_bucket_id(bucket_file, parse_original_file(name)),
         )
 
 
@@ -343,6 +362,9 @@ class _Directory:
     acid_dir: AcidDir | None = None
     acid_dir_path: str = ""
     in_delete_delta: bool = False
+    #: Outside base and delta folders: the first folder on the way that is named like a
+    #: partition or a base/delta folder although its parent is neither (Hive never writes that).
+    misplaced: str | None = None
     #: Set by the first file placed (so that hidden files alone make no partition or folder).
     listing: _PartitionListing | None = None
     folder: _Folder | None = None
@@ -392,12 +414,14 @@ class _Directories(dict[str, _Directory]):
         if not parent.below_partition and parse_partition_component(name):
             return _Directory(skipped, [*parent.partition_components, name])
         below = [*parent.below_partition, name]
+        misplaced = parent.misplaced
         if parent.below_partition:  # nested in the parent's base, delta or other folder
             acid_dir, acid_dir_path = parent.acid_dir, parent.acid_dir_path
+            if acid_dir is None and misplaced is None:
+                if parse_partition_component(name) or self._acid_dir(name) is not None:
+                    misplaced = name
         else:
-            if name not in self.acid_dirs:
-                self.acid_dirs[name] = parse_acid_dir(name)
-            acid_dir = self.acid_dirs[name]
+            acid_dir = self._acid_dir(name)
             acid_dir_path = self.prefix + "/".join([*parent.partition_components, name])
         return _Directory(
             skipped=skipped,
@@ -406,7 +430,13 @@ class _Directories(dict[str, _Directory]):
             acid_dir=acid_dir,
             acid_dir_path=acid_dir_path if acid_dir else "",
             in_delete_delta=isinstance(acid_dir, DeltaDir) and acid_dir.is_delete,
+            misplaced=misplaced,
         )
+
+    def _acid_dir(self, name: str) -> AcidDir | None:
+        if name not in self.acid_dirs:
+            self.acid_dirs[name] = parse_acid_dir(name)
+        return self.acid_dirs[name]
 
 
 def _group_listing(
@@ -467,16 +497,20 @@ def _place_original(
     file_name: _FileName,
     stored: StoredFile,
 ) -> str | None:
+    """Any non-hidden file outside base and delta folders is an original file, whatever its
+    name (Hive's ``AcidUtils.getChildState`` and, below other folders, ``findOriginals``)."""
     if file_name.side_file or stored.size == 0:
         return None
-    if not file_name.original_file:
-        if directory.below_partition:
-            return (
-                f"folder {directory.below_partition[0]!r} is neither a partition (k=v) nor a "
-                f"base/delta folder, and {name!r} is not an original file name "
-                "(N_M or N_M_copy_K)"
-            )
-        return f"{name!r} is not a Hive data file name (N_M, N_M_copy_K) outside base/delta"
+    misplaced = directory.misplaced
+    if misplaced is not None:
+        kind = "a partition" if parse_partition_component(misplaced) else "a base/delta"
+        lost = "partition values" if kind == "a partition" else "write ids"
+        return (
+            f"folder {directory.below_partition[0]!r} is neither a partition (k=v) nor a "
+            f"base/delta folder, yet holds {misplaced!r}, {kind} folder: Hive never writes "
+            f"this layout, and reading {name!r} as an original file would lose its {lost} "
+            "(is the table location right?)"
+        )
     listing.originals.append(stored)
     return None
 
@@ -487,8 +521,11 @@ def _place_original(
 def bucket_id_of(name: str) -> int:
     """The bucket a data file belongs to, from its name; 0 when the name carries none.
 
-    ``bucket_N`` and ``bucket_N_A`` -> N; ``N_M`` and ``N_M_copy_K`` -> N. Files that LOAD DATA
-    or insert-only writers left under other names have no bucket number and count as bucket 0.
+    ``bucket_N`` and ``bucket_N_A`` -> N; ``N_M`` and ``N_M_copy_K`` -> N, as Hive's
+    ``AcidUtils.parseBucketId`` parses them. For other names (files LOAD DATA, insert-only
+    writers or other tools left) Hive's parser answers -1, which is no bucket a row id can
+    carry (``BucketCodec.V1`` refuses it); they count as bucket 0 here, as an unbucketed
+    table's single bucket.
     """
     return _bucket_id(parse_bucket_file(name), parse_original_file(name))
 
@@ -750,6 +787,44 @@ def _collect(
 
 def _path_of_first(pair: tuple[StoredFile, int]) -> str:
     return pair[0].path
+
+
+# -- the guarantee: nothing silently left out ------------------------------------------------
+
+#: How a plan or manifest records a file the caller chose to leave out.
+IGNORED_PREFIX = "left out by choice (ignore_unrecognised): "
+_NAMED_AT_MOST = 10
+
+
+def check_placed(snapshot: TableSnapshot, *, ignore_unrecognised: bool = False) -> tuple[str, ...]:
+    """Refuse a snapshot that would silently lack files of the table.
+
+    Every non-hidden, non-empty file below the table is either placed in a bucket slice or
+    excluded for a reason of Hive's (obsolete, aborted, not visible), or else it is listed in
+    ``snapshot.unrecognised``. Those raise :class:`UnplacedFilesError` naming them, unless
+    ``ignore_unrecognised``: then the snapshot goes ahead without them, and the returned
+    warnings (one per file, starting with :data:`IGNORED_PREFIX`) are what a plan or manifest
+    records so that its reader sees what was left out. Nothing unrecognised: ``()``.
+    """
+    entries = snapshot.unrecognised
+    if not entries:
+        return ()
+    if ignore_unrecognised:
+        return tuple(f"{IGNORED_PREFIX}{_shown(snapshot, e.path)}: {e.detail}" for e in entries)
+    named = "; ".join(f"{_shown(snapshot, e.path)} ({e.detail})" for e in entries[:_NAMED_AT_MOST])
+    more = f"; and {len(entries) - _NAMED_AT_MOST} more" if len(entries) > _NAMED_AT_MOST else ""
+    raise UnplacedFilesError(
+        f"{len(entries)} file(s) in {snapshot.root} cannot be placed in any bucket slice, so a "
+        f"snapshot would silently lack them: {named}{more}. Move or remove them, or leave them "
+        "out explicitly with --ignore-unrecognised (ignore_unrecognised=True); 'inspect' lists "
+        "them",
+        entries,
+    )
+
+
+def _shown(snapshot: TableSnapshot, path: str) -> str:
+    prefix = snapshot.root.rstrip("/") + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else path
 
 
 # -- entry points ----------------------------------------------------------------------------

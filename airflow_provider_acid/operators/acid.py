@@ -169,6 +169,11 @@ class AcidSliceManifestOperator(BaseOperator):
     :param valid_write_ids: Hive write-id list the snapshot is read with (empty: all committed).
     :param index_uri: column-stats index location; ``refresh_index`` updates it first.
     :param granularity: ``"slice"`` or ``"file"``.
+    :param ignore_unrecognised: write the manifest although files of the table cannot be
+        placed in any slice (by default they fail the task, named); its ``warnings`` then name
+        each file left out.
+    :param bucketing: ``{"columns": [...], "buckets": n, "version": 1 | 2}`` for bucket
+        pruning of a table read by location (by name, the metastore's bucketing is used).
     """
 
     template_fields: Sequence[str] = (
@@ -202,9 +207,13 @@ class AcidSliceManifestOperator(BaseOperator):
         granularity: str = "slice",
         partition_types: Mapping[str, str] | None = None,
         acid_conn_id: str | None = None,
+        ignore_unrecognised: bool = False,
+        bucketing: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.ignore_unrecognised = ignore_unrecognised
+        self.bucketing = bucketing
         self.table_uri = table_uri
         self.table = table
         self.metastore_conn_id = metastore_conn_id
@@ -248,6 +257,8 @@ class AcidSliceManifestOperator(BaseOperator):
             partition_types=self.partition_types,
             storage_options=hook.storage_options,
             index_storage_options=hook.storage_options,
+            ignore_unrecognised=bool(self.ignore_unrecognised),
+            bucketing=self.bucketing,
         )
         uri = self.manifest_uri or _manifest_uri(output_uri, context.get("run_id"))
         path = write_manifest(manifest, hook.resolve_uri(uri), hook.storage_options)
@@ -289,6 +300,8 @@ class AcidPlanSnapshotOperator(BaseOperator):
     transaction lists, and by name the table's definition) the whole snapshot is read with.
 
     :param manifest: the manifest operator's summary (its ``.output``) or a manifest URI.
+    :param ignore_unrecognised: as on the manifest operator (give both the same value): plan
+        although files of the table cannot be placed in any slice.
     """
 
     template_fields: Sequence[str] = ("manifest", "output_uri", "acid_conn_id")
@@ -302,9 +315,11 @@ class AcidPlanSnapshotOperator(BaseOperator):
         target_file_size: int = 256 * 1024**2,
         include_identity: bool = False,
         acid_conn_id: str | None = None,
+        ignore_unrecognised: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.ignore_unrecognised = ignore_unrecognised
         self.manifest = manifest
         self.output_uri = output_uri
         self.partition_types = partition_types
@@ -326,6 +341,7 @@ class AcidPlanSnapshotOperator(BaseOperator):
                     self.partition_types,
                     target_file_size=self.target_file_size,
                     include_identity=self.include_identity,
+                    ignore_unrecognised=bool(self.ignore_unrecognised),
                 ),
             )
         to_compute = list(plan.keys_to_compute)
@@ -361,6 +377,8 @@ class AcidCompactOperator(BaseOperator):
     ``outlets``; ``keep_snapshots`` then expires older snapshots, as on
     :class:`AcidCommitSnapshotOperator`. By name it holds a read transaction in the metastore
     (kept alive by heartbeats) while it reads, so Hive's Cleaner keeps the files it reads.
+    Files of the table that cannot be placed in any slice fail it, named, unless
+    ``ignore_unrecognised``: the snapshot's warnings then name each file left out.
     """
 
     template_fields: Sequence[str] = (
@@ -390,9 +408,11 @@ class AcidCompactOperator(BaseOperator):
         partition_types: Mapping[str, str] | None = None,
         acid_conn_id: str | None = None,
         keep_snapshots: int | str | None = None,
+        ignore_unrecognised: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.ignore_unrecognised = ignore_unrecognised
         self.output_uri = output_uri
         self.snapshot_id = snapshot_id
         self.slice_key = slice_key
@@ -426,7 +446,7 @@ class AcidCompactOperator(BaseOperator):
                 result.rows_written,
             )
             return result.to_dict()
-        options = _options(self.partition_types)
+        options = _options(self.partition_types, ignore_unrecognised=bool(self.ignore_unrecognised))
         if _none_if_blank(self.manifest_uri):
             if _none_if_blank(self.table_uri) or _none_if_blank(self.table):
                 raise ValueError(
@@ -653,6 +673,12 @@ def _emit_stats(record: Mapping[str, Any], table: str) -> None:
             "skipping_ratio",
         ):
             Stats.gauge(f"{METRIC_PREFIX}.pruning.{name}", pruning[name], tags=tags)
+        # absent from records of manifests written before bucket pruning
+        Stats.gauge(
+            f"{METRIC_PREFIX}.pruning.slices_pruned_by_bucket",
+            pruning.get("slices_pruned_by_bucket", 0),
+            tags=tags,
+        )
         for name in ("index_read_seconds", "evaluate_seconds", "manifest_seconds"):
             Stats.timing(
                 f"{METRIC_PREFIX}.pruning.{name.removesuffix('_seconds')}",

@@ -60,6 +60,7 @@ def acid_snapshot_tasks(
     keep_snapshots: int | str | None = None,
     manifest_kwargs: dict[str, Any] | None = None,
     compact_kwargs: dict[str, Any] | None = None,
+    ignore_unrecognised: bool = False,
 ) -> AcidSnapshotTasks:
     """Add the snapshot chain to the DAG or TaskGroup being defined and return its tasks.
 
@@ -75,6 +76,8 @@ def acid_snapshot_tasks(
     ``manifest_kwargs`` go to :class:`AcidSliceManifestOperator` (e.g. ``granularity``,
     ``index_uri``, ``valid_txns``) and
     ``compact_kwargs`` to the mapped :class:`AcidCompactOperator` (e.g. ``retries``, ``pool``).
+    ``ignore_unrecognised`` lets the manifest and the plan leave out files that cannot be
+    placed in any slice (by default they fail the manifest task, named).
     """
     manifest = AcidSliceManifestOperator(
         task_id="manifest",
@@ -85,10 +88,15 @@ def acid_snapshot_tasks(
         where=where,
         valid_write_ids=valid_write_ids,
         acid_conn_id=acid_conn_id,
+        ignore_unrecognised=ignore_unrecognised,
         **(manifest_kwargs or {}),
     )
     plan = AcidPlanSnapshotOperator(
-        task_id="plan", manifest=manifest.output, output_uri=output_uri, acid_conn_id=acid_conn_id
+        task_id="plan",
+        manifest=manifest.output,
+        output_uri=output_uri,
+        acid_conn_id=acid_conn_id,
+        ignore_unrecognised=ignore_unrecognised,
     )
     compact = AcidCompactOperator.partial(
         task_id="compact",

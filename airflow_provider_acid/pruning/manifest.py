@@ -14,6 +14,11 @@ The steps, as in Hudi's data skipping, with Iceberg's inclusive rules:
    is split across files), while its original files stay all or nothing (their synthetic row
    ids count the rows of the earlier ones) and its delete deltas always travel with it.
 
+Bucket pruning (:mod:`.bucket_pruning`) composes with steps 2 to 4: in a bucketed table, a
+slice whose bucket Hive's bucketing hash rules out for the predicate is dropped before the index
+is read (its files are not looked up), so a slice is kept only if both keep it; the dropped ones
+count as ``slices_pruned_by_bucket``.
+
 The manifest lists the kept slices with their files, the write-id list, the normalised predicate
 and the metrics; it is written as JSON, JSON lines (``.jsonl``) or Parquet (``.parquet``).
 """
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import hashlib
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -36,6 +42,7 @@ from fsspec import AbstractFileSystem
 
 from ..acid.listing import location_uri, resolve_filesystem
 from ..acid.locations import check_outside_table
+from ..acid.rows import table_columns
 from ..acid.schema import table_schema
 from ..acid.snapshot import (
     BucketSlice,
@@ -43,15 +50,17 @@ from ..acid.snapshot import (
     FileRole,
     PartitionSnapshot,
     TableSnapshot,
+    check_placed,
     resolve_snapshot,
 )
 from ..acid.source import TableDefinition, TableSource, storage_only_warning
 from ..acid.storage import write_whole
 from .binding import bind
+from .bucket_pruning import bucket_spec, possible_buckets
 from .dnf_filters import parse_dnf_filters
 from .evaluator import might_match
 from .expressions import AlwaysTrue, Expr, referenced_columns, to_sql
-from .index import FileKey, _arange, refresh
+from .index import FileKey, refresh
 from .index import read as read_index
 from .sql_where import parse_sql_where
 
@@ -73,6 +82,8 @@ class PruningMetrics:
     files_not_indexed: int
     bytes_total: int
     bytes_kept: int
+    #: slices of the kept partitions whose bucket cannot hold a match (Hive's bucketing hash)
+    slices_pruned_by_bucket: int = 0
     index_read_seconds: float = 0.0
     evaluate_seconds: float = 0.0
     manifest_seconds: float = 0.0
@@ -90,6 +101,7 @@ class PruningMetrics:
             "partitions_kept": self.partitions_kept,
             "slices_total": self.slices_total,
             "slices_kept": self.slices_kept,
+            "slices_pruned_by_bucket": self.slices_pruned_by_bucket,
             "files_total": self.files_total,
             "files_candidate": self.files_candidate,
             "files_not_indexed": self.files_not_indexed,
@@ -319,10 +331,10 @@ _ROLE_NAMES = {role: role.value for role in FileRole}
 
 @dataclass(frozen=True)
 class _SnapshotColumns:
-    """The snapshot in columns. Per slice of a kept partition: its partition's position, its
-    own position in that partition and its number of data files; per data file of those
-    slices, in order: path, size and version ("" for none). Totals over every slice, for the
-    metrics."""
+    """The snapshot in columns. Per collected slice (a slice of a kept partition whose bucket
+    can hold a match): its partition's position, its own position in that partition and its
+    number of data files; per data file of those slices, in order: path, size and version
+    ("" for none). Totals over every slice, for the metrics."""
 
     slice_partition: pa.Array
     slice_position: pa.Array
@@ -332,29 +344,38 @@ class _SnapshotColumns:
     versions: pa.Array
     slices_total: int
     files_total: int
-    other_bytes: int  # every file's bytes but the kept partitions' data files'
+    other_bytes: int  # every file's bytes but the collected slices' data files'
+    slices_pruned_by_bucket: int = 0
 
     @classmethod
-    def collect(cls, parts: Sequence[PartitionSnapshot], kept: Sequence[bool]) -> _SnapshotColumns:
+    def collect(
+        cls,
+        parts: Sequence[PartitionSnapshot],
+        kept: Sequence[bool],
+        buckets: frozenset[int] | None = None,
+    ) -> _SnapshotColumns:
         """One loop over the slices, touching each file once: a million files are a million
         objects scattered in memory, and every further pass over them costs about as much
         again. The Python lists become Arrow arrays before anything else allocates, so no
-        garbage collection pass visits their million items."""
-        kept_parts: list[int] = []
-        slices_per_part: list[int] = []
+        garbage collection pass visits their million items.
+
+        ``buckets``: the bucket ids that can hold a match (None: all); a kept partition's
+        slices of other buckets are left out, their files counted with the others'."""
+        slice_parts: list[int] = []
+        slice_positions: list[int] = []
         counts: list[int] = []
         paths: list[str] = []
         sizes: list[int] = []
         versions: list[str | None] = []
         add_count, add_path = counts.append, paths.append
         add_size, add_version = sizes.append, versions.append
-        other_files = other_bytes = slices_total = 0
+        other_files = other_bytes = slices_total = pruned_by_bucket = 0
         for i, (part, keep) in enumerate(zip(parts, kept, strict=True)):
             slices_total += len(part.slices)
-            if keep:
-                kept_parts.append(i)
-                slices_per_part.append(len(part.slices))
-                for s in part.slices:
+            for j, s in enumerate(part.slices):
+                if keep and (buckets is None or s.bucket_id in buckets):
+                    slice_parts.append(i)
+                    slice_positions.append(j)
                     n = 0
                     for group in (s.original_files, s.base_files, s.delta_files):
                         n += len(group)
@@ -364,22 +385,18 @@ class _SnapshotColumns:
                             add_size(stored.size)
                             add_version(stored.version)
                     add_count(n)
-                    for f in s.delete_delta_files:
-                        other_bytes += f.file.size
-            else:
-                for s in part.slices:
+                else:
+                    if keep:
+                        pruned_by_bucket += 1
                     for group in (s.original_files, s.base_files, s.delta_files):
                         other_files += len(group)
                         for f in group:
                             other_bytes += f.file.size
-                    for f in s.delete_delta_files:
-                        other_bytes += f.file.size
-        per_part = pa.array(slices_per_part, pa.int64())
-        rank = _owners(per_part)  # per slice, the rank of its partition among the kept ones
-        first = pc.subtract(pc.cumulative_sum(per_part), per_part)  # each one's first slice
+                for f in s.delete_delta_files:
+                    other_bytes += f.file.size
         return cls(
-            slice_partition=pc.take(pa.array(kept_parts, pa.int64()), rank),
-            slice_position=pc.subtract(_arange(len(rank)), pc.take(first, rank)),
+            slice_partition=pa.array(slice_parts, pa.int64()),
+            slice_position=pa.array(slice_positions, pa.int64()),
             counts=pa.array(counts, pa.int64()),
             paths=pa.array(paths, pa.string()),
             sizes=pa.array(sizes, pa.int64()),
@@ -387,6 +404,7 @@ class _SnapshotColumns:
             slices_total=slices_total,
             files_total=len(paths) + other_files,
             other_bytes=other_bytes,
+            slices_pruned_by_bucket=pruned_by_bucket,
         )
 
 
@@ -429,6 +447,23 @@ def _kept_slice(
     )
 
 
+def _possible_buckets(
+    snapshot: TableSnapshot,
+    expr: Expr,
+    schema: pa.Schema,
+    bucketing: Mapping[str, Any] | None,
+) -> frozenset[int] | None:
+    """The buckets that can hold a match, or None (all: not bucketed, or not judged)."""
+    spec = bucket_spec(snapshot.definition, bucketing, schema)
+    if spec is None:
+        return None
+    # A file of a bucket beyond the declared count was not written with this bucketing (the
+    # count was altered since): its rows may be anywhere, so prune nothing.
+    if any(s.bucket_id >= spec.num_buckets for p in snapshot.partitions for s in p.slices):
+        return None
+    return possible_buckets(expr, spec)
+
+
 def build_manifest(
     snapshot: TableSnapshot,
     expr: Expr,
@@ -437,8 +472,18 @@ def build_manifest(
     *,
     granularity: str = "slice",
     index_storage_options: dict[str, Any] | None = None,
+    bucketing: Mapping[str, Any] | None = None,
+    index_columns: Sequence[str] | None = None,
 ) -> SliceManifest:
-    """Steps 1 to 4 for a resolved snapshot and a predicate already bound to ``schema``."""
+    """Steps 1 to 4 for a resolved snapshot and a predicate already bound to ``schema``.
+
+    ``index_columns``: the table columns the index was refreshed with (see
+    :func:`refresh_index`), None for an index keyed without them.
+
+    In a bucketed table (the metastore's definition, else ``bucketing={"columns": [...],
+    "buckets": n, "version": 1 | 2}``) only the slices of buckets Hive's bucketing hash allows
+    for the predicate are considered (:func:`.bucket_pruning.possible_buckets`).
+    """
     if granularity not in GRANULARITIES:
         raise ValueError(f"granularity must be one of {GRANULARITIES}, got {granularity!r}")
     started = time.perf_counter()
@@ -450,8 +495,11 @@ def build_manifest(
     part_values = _partition_arrays(parts, schema, keys)
     part_kept = partitions_might_match(expr, schema, [p.partition.as_dict() for p in parts])
 
+    # 1b. buckets, by Hive's bucketing hash of the values the predicate pins
+    buckets = _possible_buckets(snapshot, expr, schema, bucketing)
+
     # One pass over the slices: the kept partitions' data files in columns, and the totals.
-    snap = _SnapshotColumns.collect(parts, part_kept)
+    snap = _SnapshotColumns.collect(parts, part_kept, buckets)
     n_files = len(snap.paths)
     paths, sizes = snap.paths, snap.sizes
     file_slice = _owners(snap.counts)  # per data file, its slice (an index into snap's)
@@ -459,7 +507,12 @@ def build_manifest(
     # 2. the index, for the queried columns and the kept partitions' data files only
     index_started = time.perf_counter()
     if index_uri and n_files and columns:
-        keys_table = pa.table({"path": paths, "size": sizes, "version": snap.versions})
+        versions = snap.versions
+        if index_columns is not None:
+            versions = pc.binary_join_element_wise(
+                versions, pa.scalar(index_columns_tag(index_columns)), "#"
+            )
+        keys_table = pa.table({"path": paths, "size": sizes, "version": versions})
         stats = read_index(index_uri, columns, keys_table, storage_options=index_storage_options)
     else:
         stats = pa.table({"path": paths, "row_count": pa.nulls(n_files, pa.int64())})
@@ -502,6 +555,7 @@ def build_manifest(
         partitions_kept=len({k.partition for k in kept}),
         slices_total=snap.slices_total,
         slices_kept=len(kept),
+        slices_pruned_by_bucket=snap.slices_pruned_by_bucket,
         files_total=snap.files_total,
         files_candidate=pc.sum(mask.cast(pa.int64())).as_py() or 0,
         files_not_indexed=not_indexed,
@@ -532,17 +586,47 @@ def default_index_uri(out_uri: str) -> str:
     return out_uri.rstrip("/") + "/_index"
 
 
+def index_columns_tag(columns: Sequence[str]) -> str:
+    """A short tag of the table's column names in order, added to each file's index key.
+
+    Hive reads ORC files by column position: a file's statistics are recorded under the
+    table's column names by position, which a rename or an added column changes. Keyed with
+    this tag, statistics recorded under other names are never looked up again (the file is
+    read anew): after ``b`` is renamed ``c`` and a new ``b`` added, an old file's statistics of
+    its second column cannot pass for the new ``b``'s."""
+    return hashlib.sha256("\x00".join(c.lower() for c in columns).encode()).hexdigest()[:12]
+
+
+def _tagged(version: str, tag: str | None) -> str:
+    return f"{version}#{tag}" if tag else version
+
+
 def refresh_index(
     snapshot: TableSnapshot,
     fs: AbstractFileSystem,
     index_uri: str,
     *,
     index_storage_options: dict[str, Any] | None = None,
+    table_columns: Sequence[str] | None = None,
 ):
-    """Bring the index in line with the snapshot's data files (delete deltas carry no data)."""
+    """Bring the index in line with the snapshot's data files (delete deltas carry no data).
+
+    With ``table_columns`` (the table's column names in order), ORC statistics are recorded
+    under those names by position, as Hive reads ORC, and keyed with
+    :func:`index_columns_tag`; :func:`build_manifest` must then be given the same columns."""
     check_outside_table(index_uri, location_uri(fs, snapshot.root), "index location")
-    keys = [file_key(f) for s in snapshot.slices for f in s.data_files]
-    return refresh(index_uri, keys, fs, storage_options=index_storage_options)
+    tag = index_columns_tag(table_columns) if table_columns is not None else None
+    keys = [
+        FileKey(k.path, k.size, _tagged(k.version, tag))
+        for k in (file_key(f) for s in snapshot.slices for f in s.data_files)
+    ]
+    return refresh(
+        index_uri,
+        keys,
+        fs,
+        storage_options=index_storage_options,
+        column_names=list(table_columns) if table_columns is not None else None,
+    )
 
 
 def compute_manifest(
@@ -558,17 +642,33 @@ def compute_manifest(
     partition_types: Mapping[str, str] | None = None,
     storage_options: dict[str, Any] | None = None,
     index_storage_options: dict[str, Any] | None = None,
+    bucketing: Mapping[str, Any] | None = None,
+    ignore_unrecognised: bool = False,
 ) -> SliceManifest:
     """Resolve, (optionally) refresh the index, and build the manifest: the one library call
-    behind ``airflow-acid manifest`` and ``AcidSliceManifestOperator``."""
+    behind ``airflow-acid manifest`` and ``AcidSliceManifestOperator``.
+
+    Files that cannot be placed in any slice refuse the manifest, naming them, unless
+    ``ignore_unrecognised``; its warnings then name each file left out (``check_placed``).
+
+    ``bucketing`` (``{"columns": [...], "buckets": n, "version": 1 | 2}``) declares the
+    bucketing of a table read storage-only; read by name, the metastore's is used."""
     location = table_uri.location if isinstance(table_uri, TableSource) else table_uri
     fs, _ = resolve_filesystem(location, storage_options=storage_options)
     snapshot = resolve_snapshot(table_uri, write_ids, txns, filesystem=fs)
+    ignored = check_placed(snapshot, ignore_unrecognised=ignore_unrecognised)
     expr = parse_predicate(where)
     bound_schema = table_schema(snapshot, fs, schema, partition_types)
     bound = bind(expr, bound_schema)
+    names = table_columns(snapshot, fs, schema).names  # the index's names, by position
     if refresh and index_uri:
-        refresh_index(snapshot, fs, index_uri, index_storage_options=index_storage_options)
+        refresh_index(
+            snapshot,
+            fs,
+            index_uri,
+            index_storage_options=index_storage_options,
+            table_columns=names,
+        )
     manifest = build_manifest(
         snapshot,
         bound,
@@ -576,9 +676,13 @@ def compute_manifest(
         index_uri,
         granularity=granularity,
         index_storage_options=index_storage_options,
+        bucketing=bucketing,
+        index_columns=names,
     )
     # Whoever compacts the manifest opens the table again: keep its protocol (s3://...).
-    return dataclasses.replace(manifest, table=location_uri(fs, snapshot.root))
+    return dataclasses.replace(
+        manifest, table=location_uri(fs, snapshot.root), warnings=manifest.warnings + ignored
+    )
 
 
 # -- storage ---------------------------------------------------------------------------------

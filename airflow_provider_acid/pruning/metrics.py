@@ -60,7 +60,8 @@ def format_record(record: Mapping[str, Any]) -> str:
     pruning = record.get("pruning")
     if pruning:
         lines += [
-            f"slices          {pruning['slices_kept']:,} of {pruning['slices_total']:,} kept",
+            f"slices          {pruning['slices_kept']:,} of {pruning['slices_total']:,} kept "
+            f"({pruning.get('slices_pruned_by_bucket', 0):,} ruled out by bucket)",
             f"data files      {pruning['files_candidate']:,} of {pruning['files_total']:,} "
             f"candidates ({pruning['files_not_indexed']:,} not indexed)",
             f"bytes           {pruning['bytes_kept']:,} of {pruning['bytes_total']:,} kept",

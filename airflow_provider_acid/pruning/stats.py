@@ -23,6 +23,7 @@ import datetime as dt
 import decimal
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,9 @@ __all__ = [
 
 _EPOCH = dt.datetime(1970, 1, 1)
 _ONE_MS = dt.timedelta(milliseconds=1)
+
+
+_POSITIONAL = re.compile(r"^_col\d+$")
 
 
 class StatsError(ValueError):
@@ -313,12 +317,10 @@ def read_orc_stats(
                 table_type = schema
             top = list(table_type.fields.items())
             if column_names is not None:
-                if len(column_names) != len(top):
-                    raise StatsError(
-                        f"{path}: {len(column_names)} column names given but the file has "
-                        f"{len(top)} columns ({', '.join(n for n, _ in top)})"
-                    )
-                top = [(str(new), td) for new, (_, td) in zip(column_names, top, strict=True)]
+                # By position, as Hive reads ORC: the file's i-th column is the table's i-th;
+                # table columns the file lacks (added later) have no statistics (unknown), and
+                # file columns past the table's are not the table's.
+                top = [(str(new), td) for new, (_, td) in zip(column_names, top, strict=False)]
             columns: dict[str, ColumnStats] = {}
 
             def walk(prefix: str, items: list[tuple[str, Any]]) -> None:
@@ -421,6 +423,8 @@ def read_parquet_stats(
         raise StatsError(f"cannot read Parquet statistics of {path}: {exc}") from exc
 
     rename: dict[str, str] = {}
+    if column_names is not None and not all(_POSITIONAL.match(n) for n in arrow_schema.names):
+        column_names = None  # Parquet is read by name (Hive's rule), but for _col0, _col1, ...
     if column_names is not None:
         if len(column_names) != len(arrow_schema):
             raise StatsError(

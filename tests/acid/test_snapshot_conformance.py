@@ -307,6 +307,11 @@ def test_delete_deltas_match_data_by_bucket_id_not_file_name():
 
 
 def test_side_hidden_and_empty_files_are_never_data_and_strays_are_reported():
+    """Hidden, side and empty files are never data (Hive's ``AcidUtils.hiddenFileFilter`` and
+    ``ignoreEmptyFiles``); any other file outside base/delta folders is an original file,
+    whatever its name (``AcidUtils.getChildState``), so ``notes.txt`` is read (and fails the
+    read, naming it, if it is not ORC) rather than reported; a file nested in a delta is not
+    placeable and is reported."""
     files = [
         StoredFile("/t/delta_0000001_0000001_0000/bucket_00000", 10),
         StoredFile("/t/delta_0000001_0000001_0000/_orc_acid_version", 1),
@@ -318,11 +323,13 @@ def test_side_hidden_and_empty_files_are_never_data_and_strays_are_reported():
         StoredFile("/t/delta_0000001_0000001_0000/sub/bucket_00000", 10),
     ]
     snap = resolve_files("/t", files)
-    assert [f.path for f in snap.files] == ["/t/delta_0000001_0000001_0000/bucket_00000"]
-    assert snap.files[0].acid_version_marked
-    assert sorted(u.path for u in snap.unrecognised) == [
+    assert [(f.path, f.role) for f in snap.files] == [
+        ("/t/notes.txt", FileRole.ORIGINAL),
+        ("/t/delta_0000001_0000001_0000/bucket_00000", FileRole.DELTA),
+    ]
+    assert snap.files[1].acid_version_marked
+    assert [u.path for u in snap.unrecognised] == [
         "/t/delta_0000001_0000001_0000/sub/bucket_00000",
-        "/t/notes.txt",
     ]
 
 

@@ -22,7 +22,6 @@ from airflow_provider_acid.acid.names import (
     is_side_file,
     parse_acid_dir,
     parse_bucket_file,
-    parse_original_file,
 )
 from airflow_provider_acid.acid.partitions import Partition, parse_partition_component
 from airflow_provider_acid.acid.snapshot import (
@@ -79,10 +78,11 @@ class ReferencePlacement:
         partition, rest, name = "/".join(parts[:depth]), parts[depth:], parts[-1]
         self.partitions.add(partition)
         folder = parse_acid_dir(rest[0]) if len(rest) > 1 else None
-        if folder is None:  # an original file, or not a data file at all
+        if folder is None:  # an original file (any name), or not a data file at all
             if is_side_file(name) or stored.size == 0:
                 return
-            if parse_original_file(name) is None:
+            below = rest[1:-1]  # folders below a non-ACID folder
+            if any(parse_acid_dir(f) or parse_partition_component(f) for f in below):
                 self.unrecognised.append(stored.path)
             else:
                 self.data[(partition, None)].append(stored)
@@ -147,7 +147,7 @@ folders = st.sampled_from(
         ".hive-staging",
     ]
 )
-nested = st.sampled_from(["", "", "", "", "sub/", "_sub/"])
+nested = st.sampled_from(["", "", "", "", "sub/", "_sub/", "delta_0000003_0000003_0000/", "k=v/"])
 names = st.sampled_from(
     [
         "bucket_00000",

@@ -94,3 +94,34 @@ def test_a_bad_keep_snapshots_fails_before_the_commit(hive_table, tmp_path, keep
     with pytest.raises(ValueError, match="keep_snapshots must be a whole number"):
         commit.execute({})
     assert latest_snapshot(out) is None
+
+
+def test_the_fan_out_leaves_out_unplaceable_files_only_when_told(airflow_db, tmp_path):
+    """A file no slice can hold fails the manifest task, naming it; with
+    ``ignore_unrecognised`` the manifest and the plan leave it out and the mapped snapshot
+    commits (what was left out is in its warnings)."""
+    from airflow.sdk import DAG
+
+    writer = generate_demo_table(str(tmp_path / "sales"), rows_per_bucket=100, seed=3)
+    stray = tmp_path / "sales" / "dt=2024-01-01" / "misc" / "delta_0000009_0000009_0000"
+    stray.mkdir(parents=True)
+    (stray / "bucket_00000").write_bytes(b"not placed")
+    for ignore in (False, True):
+        out = tmp_path / f"out-{ignore}"
+        with DAG(dag_id=f"stray_{ignore}", schedule=None) as dag:
+            acid_snapshot_tasks(
+                table_uri=str(tmp_path / "sales"),
+                output_uri=str(out),
+                valid_write_ids=writer.valid_write_ids(),
+                ignore_unrecognised=ignore,
+            )
+        (tmp_path / str(ignore)).mkdir()
+        run = register(dag, tmp_path / str(ignore)).test()
+        if not ignore:
+            assert run.state == "failed" and states(run)["manifest"] == "failed"
+            assert not list(out.rglob("manifest.json"))
+            continue
+        assert run.state == "success", states(run)
+        assert snapshot_rows(out) == expected(writer)
+        committed = xcom(run, "commit")
+        assert any("misc/delta_0000009_0000009_0000" in w for w in committed["warnings"])

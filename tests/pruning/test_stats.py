@@ -210,8 +210,26 @@ def test_orc_positional_column_names(tmp_path: Path) -> None:
     stats = read_file_stats(LOCAL, path, column_names=["id", "name"])
     assert list(stats.columns) == ["id", "name"]
     assert (stats.columns["id"].min, stats.columns["id"].max) == (1, 2)
-    with pytest.raises(StatsError, match="old.orc: 3 column names given but the file has 2"):
-        read_file_stats(LOCAL, path, column_names=["a", "b", "c"])
+    # By position, as Hive reads ORC (trinodb/trino#6479): a column added to the table after
+    # the file was written has no statistics (unknown, so never pruned on), and file columns
+    # past the table's are not the table's.
+    wider = read_file_stats(LOCAL, path, column_names=["a", "b", "added"])
+    assert list(wider.columns) == ["a", "b"] and wider.columns["b"].max == "b"
+    narrower = read_file_stats(LOCAL, path, column_names=["only"])
+    assert list(narrower.columns) == ["only"] and narrower.columns["only"].max == 2
+
+
+def test_index_statistics_follow_the_table_columns_by_position(tmp_path: Path) -> None:
+    """After ``b`` is renamed ``c`` and a new ``b`` added, an old file's second column is
+    ``c``: its statistics must not prune on the new ``b`` (Hive reads ORC by position)."""
+    from airflow_provider_acid.pruning.manifest import index_columns_tag
+
+    table = pa.table({"a": [1, 2], "b": [10, 20]})
+    path = write_orc(tmp_path / "f.orc", table)
+    stats = read_file_stats(LOCAL, path, column_names=["a", "c", "b"])
+    assert sorted(stats.columns) == ["a", "c"] and stats.columns["c"].min == 10
+    assert index_columns_tag(["a", "b"]) != index_columns_tag(["a", "c", "b"])
+    assert index_columns_tag(["a", "B"]) == index_columns_tag(["A", "b"])
 
 
 def test_parquet_row_groups_are_merged(tmp_path: Path) -> None:
