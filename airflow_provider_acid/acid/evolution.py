@@ -20,9 +20,11 @@ written with. Reading a file under the table's columns follows Hive's rules:
   value (widening: scale and integer digits do not shrink), and any of ``string``,
   ``varchar(n)``, ``char(n)`` to another (to ``varchar(n)``: cut to *n* characters; to
   ``char(n)``: cut and padded to *n*; from ``char``: its padding trimmed first, as ORC's char
-  reader does), and ``date`` to any of them (its ISO text, ``2024-01-31``; the metastore allows
-  date to string). Any other change is an :class:`EvolutionError`; the reader adds the file and
-  column to its message.
+  reader does), and ``date`` and the integer types to any of them (the ISO text ``2024-01-31``,
+  the decimal digits; Hive's ``implicitConvertible`` allows date and numbers to the string
+  group). Any other change is an :class:`EvolutionError` (floats, doubles and decimals to text,
+  which Hive allows, are among them: Java's formatting of them is not reproduced); the reader
+  adds the file and column to its message.
 """
 
 from __future__ import annotations
@@ -97,7 +99,10 @@ def _primitive_rule(file_type: HiveType, table_type: HiveType) -> str | None:
             p, s = file_type.params
             return "widen" if scale >= s and precision - scale >= p - s else None
         return None
-    if (src in _STRING_GROUP or src == "date") and dst in _STRING_GROUP:
+    if (src in _STRING_GROUP or src == "date" or src in _INTEGER_ORDER) and dst in _STRING_GROUP:
+        # integers: their decimal text, as Java's Long.toString writes it (ORC's
+        # StringGroupFromAnyIntegerTreeReader); floats and decimals to text are not taken:
+        # Java's formatting of them (1.0E10, trailing zeros) is not reproduced here
         return "string"
     return None
 

@@ -92,6 +92,18 @@ def test_int_to_bigint_on_a_real_hive_file(hive_table, tmp_path):
     assert rows["fld"].to_pylist() == [1, 1]
 
 
+def test_int_to_string_on_a_real_hive_file_gives_its_digits(hive_table, tmp_path):
+    """``ALTER TABLE nation CHANGE n_nationkey n_nationkey string``: Hive allows numbers to the
+    string group (``FunctionRegistry.implicitConvertible``: "Allow implicit Numeric to String
+    conversion"), and ORC's ``StringGroupFromAnyIntegerTreeReader`` writes the decimal digits."""
+    schema = [("n_nationkey", "string"), ("n_name", "string"), ("n_regionkey", "bigint"),
+              ("n_comment", "string")]  # fmt: skip
+    rows = snapshot_rows(hive_table("nation"), tmp_path / "out", schema)
+    assert rows.schema.field("n_nationkey").type == pa.string() and rows.num_rows == 23_000
+    keys = set(rows["n_nationkey"].to_pylist())
+    assert keys == {str(k) for k in range(25)} - {"5", "19"}
+
+
 def test_a_change_hive_refuses_names_the_file_and_the_column(hive_table, tmp_path):
     """``n_name string`` read as ``int``: Hive's metastore refuses the change
     (``ColumnType.areColTypesCompatible``: string to int is not allowed), so the reader refuses
@@ -187,13 +199,15 @@ def test_conversion_rules_directly():
         ("char(3)", "varchar(10)"),
         ("string", "char(2)"),
         ("date", "varchar(20)"),
+        ("int", "string"),
+        ("bigint", "varchar(5)"),
     ]:
         check_conversion(HiveType.parse(ok[0]), HiveType.parse(ok[1]))
     for refused in [
         ("bigint", "int"),
         ("double", "float"),
         ("string", "int"),
-        ("int", "string"),
+        ("double", "string"),  # allowed by Hive; Java's float text is not reproduced
         ("decimal(5,2)", "decimal(5,3)"),
         ("int", "decimal(5,0)"),
         ("date", "timestamp"),
