@@ -348,15 +348,15 @@ def _random_cases(rng: random.Random) -> list[tuple[str, str, object]]:
     return cases
 
 
-@pytest.mark.skipif(
-    _hive_classpath() is None or shutil.which("javac") is None,
-    reason="needs javac and the Hive jars scripts/metastore.py fetches",
-)
-def test_random_values_hash_as_hive_4_computes_them(tmp_path):
+def test_random_values_hash_as_hive_4_computes_them(tmp_path, metastore_uri):
     """Differential against Hive itself: random values of each bucketable type through Hive
     4.0.1's ObjectInspectorUtils.getBucketHashCode (v2) and getBucketHashCodeOld (v1), in a JVM
-    at UTC, must equal field_hash (v1 timestamps excepted: they depend on the JVM's zone)."""
+    at UTC, must equal field_hash (v1 timestamps excepted: they depend on the JVM's zone).
+
+    ``metastore_uri``: the project's metastore script has fetched Hive's jars (through Maven)."""
+    assert shutil.which("javac"), "the JDK's javac is needed (the machine's Java 17)"
     classpath = _hive_classpath()
+    assert classpath is not None, "scripts/metastore.py fetched no Hive jars into .cache/"
     (tmp_path / "HiveBucketHash.java").write_text(HARNESS)
     subprocess.run(
         ["javac", "-cp", classpath, "HiveBucketHash.java"],
