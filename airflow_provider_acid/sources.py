@@ -16,9 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import pyarrow as pa
-
-from .acid.hive_types import hive_field
+from .acid.schema import definition_schema
 from .acid.source import TableDefinition, TableSource
 from .acid.writeids import ValidTxnList, parse_write_id_list
 
@@ -44,9 +42,7 @@ def _predicate_filter(where: Any):
         return None
 
     def keep(definition: TableDefinition, values: Sequence[Mapping[str, str | None]]) -> list[bool]:
-        schema = pa.schema(
-            [hive_field(n, t) for n, t in (*definition.columns, *definition.partition_columns)]
-        )
+        schema = definition_schema(definition)
         return partitions_might_match(bind(expr, schema), schema, values)
 
     return keep

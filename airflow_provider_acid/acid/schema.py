@@ -11,6 +11,7 @@ from fsspec import AbstractFileSystem
 from .hive_types import HiveType, hive_field, infer_partition_type
 from .rows import table_columns
 from .snapshot import TableSnapshot
+from .source import TableDefinition
 
 
 def partition_columns(
@@ -52,3 +53,10 @@ def table_schema(
     fields = columns.arrow_fields()
     fields += [hive_field(name, t) for name, t in partition_columns(snapshot, partition_types)]
     return pa.schema(fields)
+
+
+def definition_schema(definition: TableDefinition) -> pa.Schema:
+    """A metastore definition's columns then partition columns, as Arrow fields (what a
+    predicate binds to before any file is read)."""
+    columns = (*definition.columns, *definition.partition_columns)
+    return pa.schema([hive_field(name, hive_type) for name, hive_type in columns])

@@ -42,7 +42,6 @@ from fsspec import AbstractFileSystem
 
 from ..acid.listing import location_uri, resolve_filesystem
 from ..acid.locations import check_outside_table
-from ..acid.rows import table_columns
 from ..acid.schema import table_schema
 from ..acid.snapshot import (
     BucketSlice,
@@ -660,7 +659,8 @@ def compute_manifest(
     expr = parse_predicate(where)
     bound_schema = table_schema(snapshot, fs, schema, partition_types)
     bound = bind(expr, bound_schema)
-    names = table_columns(snapshot, fs, schema).names  # the index's names, by position
+    # the index's names, by position: the table's columns, which the bound schema starts with
+    names = bound_schema.names[: len(bound_schema.names) - len(snapshot.partition_keys())]
     if refresh and index_uri:
         refresh_index(
             snapshot,

@@ -7,11 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import pyarrow as pa
-
 from ..acid.listing import resolve_filesystem
 from ..acid.locations import check_location, check_outside_table
-from ..acid.schema import table_schema
+from ..acid.schema import definition_schema, table_schema
 from ..acid.snapshot import resolve_snapshot
 from ..acid.writeids import parse_write_id_list
 from .binding import bind
@@ -110,7 +108,6 @@ def validate_named_snapshot_request(
     The metastore's errors (unknown table, not transactional, a refused connection naming host
     and port, a write-id list of another table, a missing location) are raised as they are.
     """
-    from ..acid.hive_types import hive_field
     from ..sources import open_source
 
     problems: list[str] = []
@@ -140,9 +137,8 @@ def validate_named_snapshot_request(
         check_outside_table(output_uri, source.location)
     except ValueError as exc:
         problems.append(str(exc))
-    columns = (*definition.columns, *definition.partition_columns)
     try:
-        normalised = to_sql(bind(expr, pa.schema([hive_field(n, t) for n, t in columns])))
+        normalised = to_sql(bind(expr, definition_schema(definition)))
     except ValueError as exc:
         problems.append(f"predicate: {exc}")
     if problems:

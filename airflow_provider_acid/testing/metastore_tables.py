@@ -183,11 +183,6 @@ def ensure_database(client: MetastoreClient, name: str, managed_location: str | 
     return database
 
 
-def get_table(client: MetastoreClient, name: str) -> Any:
-    """The Thrift ``Table`` of ``db.table`` (as readers ask for it: see ``MetastoreClient``)."""
-    return client.get_table(name)
-
-
 def drop_database(client: MetastoreClient, name: str) -> None:
     """Drop the database and its tables from the metastore (their files stay on storage)."""
     client.drop_database(name, cascade=True, delete_data=False)
@@ -487,7 +482,7 @@ def register_table(
         writer, location, bucketing_version=bucketing_version, extra_params=extra_params
     )
     create_table(client, definition)
-    created = get_table(client, writer.full_name)
+    created = client.get_table(writer.full_name)
     layout = RegisteringLayout(writer.path, writer.partition_columns)
     writer.history = MetastoreWriteHistory(client, writer.full_name)
     writer.layout = layout
@@ -507,7 +502,6 @@ __all__ = [
     "create_table",
     "drop_database",
     "ensure_database",
-    "get_table",
     "metastore_location",
     "register_table",
     "storage_only_rows",

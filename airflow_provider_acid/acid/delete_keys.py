@@ -1,0 +1,144 @@
+"""The delete keys of one bucket, and which rows of a batch they delete.
+
+A delete delta names the rows it deletes by their identity ``(originalTransaction, bucket,
+rowId)``; the anti-join of compaction asks, batch by batch, which rows of the bucket's data
+files carry one of those identities.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .rows import DeleteBatch
+
+_MAX_RUNS = 64
+
+
+def _runs(original: pa.Array, bucket: pa.Array) -> list[tuple[int, int]] | None:
+    """``(start, end)`` of runs of equal (originalTransaction, bucket); None if too many."""
+    n = len(original)
+    if n == 0:
+        return []
+    o, b = pc.min_max(original), pc.min_max(bucket)
+    if o["min"] == o["max"] and b["min"] == b["max"]:
+        return [(0, n)]
+    changed = pc.or_(
+        pc.not_equal(original.slice(1), original.slice(0, n - 1)),
+        pc.not_equal(bucket.slice(1), bucket.slice(0, n - 1)),
+    )
+    starts = pc.indices_nonzero(changed)
+    if len(starts) >= _MAX_RUNS:
+        return None
+    bounds = [0, *(i + 1 for i in starts.to_pylist()), n]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+class DeleteKeySet:
+    """The delete keys of one bucket: per ``(originalTransaction, bucket)`` a sorted array of
+    unique rowIds (int64), searched by binary search then hashed only over the overlap."""
+
+    def __init__(self, groups: Mapping[tuple[int, int], pa.Array]) -> None:
+        self._groups = dict(groups)
+        self._views = {k: _int64_view(v) for k, v in self._groups.items()}
+
+    @classmethod
+    def from_batches(cls, batches: Iterable[DeleteBatch]) -> DeleteKeySet:
+        parts: dict[tuple[int, int], list[pa.Array]] = defaultdict(list)
+        for batch in batches:
+            original, bucket, row_id = batch.original_transaction, batch.bucket, batch.row_id
+            runs = _runs(original, bucket)
+            if runs is None:  # unsorted events: order them first
+                order = pc.sort_indices(
+                    pa.table({"o": original, "b": bucket}),
+                    sort_keys=[("o", "ascending"), ("b", "ascending")],
+                )
+                original, bucket, row_id = (pc.take(a, order) for a in (original, bucket, row_id))
+                runs = _slow_runs(original, bucket)
+            for start, end in runs:
+                key = (original[start].as_py(), bucket[start].as_py())
+                parts[key].append(row_id.slice(start, end - start))
+        groups = {}
+        for key, arrays in parts.items():
+            unique = pc.unique(pa.concat_arrays(arrays))
+            groups[key] = pc.take(unique, pc.array_sort_indices(unique))
+        return cls(groups)
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._groups.values())
+
+    @property
+    def nbytes(self) -> int:
+        return sum(v.nbytes for v in self._groups.values())
+
+    def match(self, original: pa.Array, bucket: pa.Array, row_id: pa.Array) -> pa.Array | None:
+        """A mask of the rows whose key is deleted; None when no row can be."""
+        if not self._groups or len(row_id) == 0:
+            return None
+        runs = _runs(original, bucket)
+        if runs is not None:
+            return self._match_runs(original, bucket, row_id, runs)
+        # many (originalTransaction, bucket) runs: match in key order, then restore the order
+        order = pc.sort_indices(
+            pa.table({"o": original, "b": bucket}),
+            sort_keys=[("o", "ascending"), ("b", "ascending")],
+        )
+        original, bucket, row_id = (pc.take(a, order) for a in (original, bucket, row_id))
+        mask = self._match_runs(original, bucket, row_id, _slow_runs(original, bucket))
+        return None if mask is None else pc.take(mask, pc.sort_indices(order))
+
+    def _match_runs(
+        self,
+        original: pa.Array,
+        bucket: pa.Array,
+        row_id: pa.Array,
+        runs: list[tuple[int, int]],
+    ) -> pa.Array | None:
+        masks: list[pa.Array] = []
+        hit = False
+        for start, end in runs:
+            key = (original[start].as_py(), bucket[start].as_py())
+            mask = self._member(key, row_id.slice(start, end - start))
+            hit = hit or mask is not None
+            masks.append(mask if mask is not None else pa.repeat(pa.scalar(False), end - start))
+        if not hit:
+            return None
+        return masks[0] if len(masks) == 1 else pa.concat_arrays(masks)
+
+    def _member(self, key: tuple[int, int], row_ids: pa.Array) -> pa.Array | None:
+        ids = self._groups.get(key)
+        if ids is None:
+            return None
+        bounds = pc.min_max(row_ids)
+        view = self._views[key]
+        low = bisect.bisect_left(view, bounds["min"].as_py())
+        high = bisect.bisect_right(view, bounds["max"].as_py())
+        if low >= high:
+            return None
+        return pc.is_in(row_ids, value_set=ids.slice(low, high - low))
+
+
+def _slow_runs(original: pa.Array, bucket: pa.Array) -> list[tuple[int, int]]:
+    """Runs of sorted arrays without a limit on their number."""
+    n = len(original)
+    changed = pc.or_(
+        pc.not_equal(original.slice(1), original.slice(0, n - 1)),
+        pc.not_equal(bucket.slice(1), bucket.slice(0, n - 1)),
+    )
+    bounds = [0, *(i + 1 for i in pc.indices_nonzero(changed).to_pylist()), n]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+def _int64_view(array: pa.Array) -> memoryview:
+    """The values of a null-free int64 array as a memoryview (what :mod:`bisect` searches)."""
+    if array.null_count:
+        raise ValueError("delete keys must not be null")
+    values = memoryview(array.buffers()[1]).cast("q")
+    return values[array.offset : array.offset + len(array)]
+
+
+__all__ = ["DeleteKeySet"]
