@@ -10,7 +10,7 @@ DEMO   ?= .demo
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip uv
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[test,benchmark,s3]'
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[test,benchmark,s3,iceberg,delta,openlineage,readers]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -16,8 +16,8 @@ from .acid.snapshot import resolve_snapshot
 from .cli_progress import is_terminal, progress_line
 
 if TYPE_CHECKING:
-    from .acid.commit import SnapshotResult
     from .acid.source import TableSource
+    from .output import SnapshotResult
 
 COMPACT_FORMAT = "airflow-acid/compact"
 
@@ -226,7 +226,7 @@ def _read_transaction(args: argparse.Namespace) -> Iterator[int | None]:
 
 
 def _expire(args: argparse.Namespace) -> int:
-    from .acid.commit import expire_snapshots
+    from .output import expire_snapshots
 
     result = expire_snapshots(args.out_uri, keep=args.keep)
     if args.json:

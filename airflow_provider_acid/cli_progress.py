@@ -20,7 +20,7 @@ from typing import IO, TYPE_CHECKING
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from .acid.commit import BucketResult
+    from .output import BucketResult
 
 
 def is_terminal(stream: IO[str]) -> bool:

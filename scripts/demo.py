@@ -53,7 +53,7 @@ def main() -> int:
     conf = json.dumps({"table_uri": str(table), "output_uri": str(out), "predicate": predicate})
     run([str(BIN / "airflow"), "dags", "test", "acid_snapshot_materialisation", "-c", conf], env)
 
-    from airflow_provider_acid.acid.commit import latest_snapshot
+    from airflow_provider_acid.output import latest_snapshot
     from airflow_provider_acid.pruning.metrics import format_record
 
     snapshot = latest_snapshot(str(out))

@@ -309,7 +309,7 @@ def run_by_name(
 
     run = run_dag(api, services, args.dag_id, conf, timeout=args.timeout, on_deferred=on_deferred)
     prove_deferred(api, run, METASTORE_SENSOR_TASK, METASTORE_TRIGGER_CLASSPATH)
-    from airflow_provider_acid.acid.commit import latest_snapshot
+    from airflow_provider_acid.output import latest_snapshot
 
     snapshot = latest_snapshot(output_uri)
     if snapshot is None or snapshot.table_name != table.name or not snapshot.write_ids:

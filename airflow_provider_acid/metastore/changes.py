@@ -129,12 +129,12 @@ def snapshot_watermark(
     storage_options: dict[str, Any] | None = None,
 ) -> SnapshotWatermark:
     """The watermark of the latest snapshot committed under ``out_uri`` (only those committed
-    before ``committed_before`` count, as for ``acid.commit.last_committed_write_id``).
+    before ``committed_before`` count, as for ``output.last_committed_write_id``).
 
     A snapshot of another table (by the name its manifest records) is a
     ``WriteIdListMismatchError``: the sensor would otherwise compare unrelated write ids.
     """
-    from ..acid.commit import latest_snapshot  # pyarrow: not for the triggerer's imports
+    from ..output import latest_snapshot  # pyarrow: not for the triggerer's imports
 
     last = latest_snapshot(
         out_uri, committed_before=committed_before, storage_options=storage_options

@@ -39,11 +39,11 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from airflow.sdk.observability.stats import Stats
 
-from ..acid.commit import BucketResult, commit_snapshot, expire_snapshots
 from ..acid.compaction import CompactionOptions, SourceChangedError, compact_table
 from ..acid.source import TableSource
 from ..hooks.acid import AcidHook
 from ..hooks.metastore import AcidMetastoreHook
+from ..output import BucketResult, commit_snapshot, expire_snapshots
 from ..pruning.manifest import compute_manifest, default_index_uri, write_manifest
 from ..pruning.metrics import (
     format_record,

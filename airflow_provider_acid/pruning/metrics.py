@@ -84,7 +84,7 @@ def format_record(record: Mapping[str, Any]) -> str:
 
 
 def snapshot_summary(result: Any) -> dict[str, Any]:
-    """A committed snapshot (``acid.commit.SnapshotResult``) as a small JSON-able summary."""
+    """A committed snapshot (``output.SnapshotResult``) as a small JSON-able summary."""
     partitions: dict[str, int] = {}
     for bucket in result.buckets:
         partition = bucket.slice_key.rsplit("#", 1)[0]

@@ -2,7 +2,7 @@
 
 The fan-out steps the Airflow layer maps over workers: :func:`plan_from_manifest` (once),
 :func:`compact_planned_slice` (once per slice, anywhere: it needs only the output location,
-the snapshot id and the slice key) and ``acid.commit.commit_snapshot`` (once, at the end).
+the snapshot id and the slice key) and ``output.commit_snapshot`` (once, at the end).
 :func:`compact_manifest` does all three in one process.
 """
 
@@ -14,7 +14,6 @@ from typing import Any
 import pyarrow as pa
 from fsspec import AbstractFileSystem
 
-from ..acid.commit import BucketResult, SnapshotPlan, SnapshotResult, read_plan
 from ..acid.compaction import (
     REPLAN,
     CompactionOptions,
@@ -27,6 +26,7 @@ from ..acid.compaction import (
 )
 from ..acid.listing import resolve_filesystem
 from ..acid.snapshot import TableSnapshot, resolve_snapshot
+from ..output import BucketResult, SnapshotPlan, SnapshotResult, read_plan
 from .binding import bind
 from .expressions import AlwaysTrue
 from .manifest import SliceManifest, parse_predicate, read_manifest

@@ -84,7 +84,7 @@ class AcidDeltaSensor(BaseSensorOperator):
                     f"above_write_id must be a whole number, got {self.above_write_id!r}"
                 ) from None
         if self.snapshot_uri:
-            from ..acid.commit import last_committed_write_id
+            from ..output import last_committed_write_id
 
             hook = AcidHook(self.acid_conn_id)
             return last_committed_write_id(

@@ -20,7 +20,14 @@ import pyarrow.parquet as pq
 import pytest
 from pyarrow.fs import FSSpecHandler, PyFileSystem
 
-from airflow_provider_acid.acid.commit import (
+from airflow_provider_acid.acid.compaction import (
+    CompactionOptions,
+    compact_slice,
+    compact_table,
+    plan_snapshot,
+)
+from airflow_provider_acid.acid.rows import AcidFormatError
+from airflow_provider_acid.output import (
     BucketResult,
     CommitError,
     ReconciliationError,
@@ -29,13 +36,6 @@ from airflow_provider_acid.acid.commit import (
     latest_snapshot,
     read_plan,
 )
-from airflow_provider_acid.acid.compaction import (
-    CompactionOptions,
-    compact_slice,
-    compact_table,
-    plan_snapshot,
-)
-from airflow_provider_acid.acid.rows import AcidFormatError
 from airflow_provider_acid.testing.table_writer import AcidTableWriter
 
 REPO = Path(__file__).resolve().parents[2]

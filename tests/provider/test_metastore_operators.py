@@ -22,10 +22,10 @@ import pytest
 from test_example_dags import states, xcom
 from test_snapshot_tasks import register
 
-from airflow_provider_acid.acid.commit import latest_snapshot
 from airflow_provider_acid.acid.source import STORAGE_ONLY_WARNING
 from airflow_provider_acid.acid.writeids import ValidTxnList
 from airflow_provider_acid.metastore import MetastoreClient, read_view
+from airflow_provider_acid.output import latest_snapshot
 from airflow_provider_acid.testing import AcidTableWriter
 from airflow_provider_acid.testing.metastore_tables import (
     RegisteredTable,

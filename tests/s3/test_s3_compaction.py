@@ -13,8 +13,8 @@ import pytest
 from hive_fixtures import arrange_fixture_table
 from pyarrow.fs import FSSpecHandler, PyFileSystem
 
-from airflow_provider_acid.acid.commit import commit_snapshot, latest_snapshot
 from airflow_provider_acid.acid.compaction import CompactionOptions, compact_table, plan_snapshot
+from airflow_provider_acid.output import commit_snapshot, latest_snapshot
 from airflow_provider_acid.pruning.manifest import compute_manifest, write_manifest
 from airflow_provider_acid.pruning.snapshots import (
     compact_manifest,
@@ -328,7 +328,7 @@ def test_a_refused_part_of_a_multipart_upload_commits_nothing(s3, big_bucket):
 
 
 def test_expiring_on_s3_leaves_exactly_the_latest_snapshot(s3, demo):
-    from airflow_provider_acid.acid.commit import expire_snapshots
+    from airflow_provider_acid.output import expire_snapshots
 
     writer, url = demo
     out = s3.url("expire")

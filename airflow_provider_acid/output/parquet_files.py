@@ -1,0 +1,168 @@
+"""Writing one bucket's rows of a snapshot as Parquet data files, rolling over at a size.
+
+Files are named after their snapshot and bucket (``records.data_file_name``) in the bucket's
+partition folder; the commit protocol (:mod:`.protocol`) lists them in the manifest.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from fsspec import AbstractFileSystem
+from fsspec.spec import AbstractBufferedFile
+
+from ..acid.hive_types import hive_field
+from ..acid.rows import TableColumns
+from .records import OutputFile, data_file_name
+
+#: Names of the identity columns written with ``include_identity``.
+IDENTITY_COLUMNS = (
+    ("_acid_original_transaction", pa.int64()),
+    ("_acid_bucket", pa.int32()),
+    ("_acid_row_id", pa.int64()),
+    ("_acid_current_transaction", pa.int64()),
+)
+
+
+def output_schema(settings: Mapping[str, Any]) -> pa.Schema:
+    """The Arrow schema of a snapshot's Parquet files: table columns, partition columns, then
+    (with ``include_identity``) the ``_acid_*`` identity columns."""
+    unit = settings["timestamp_unit"]
+    fields = TableColumns.from_dict(settings["columns"]).arrow_fields(unit)
+    fields += [hive_field(c["name"], c["hive_type"], unit) for c in settings["partition_columns"]]
+    if settings["include_identity"]:
+        fields += [pa.field(name, t, nullable=False) for name, t in IDENTITY_COLUMNS]
+    return pa.schema(fields)
+
+
+@dataclass
+class BucketFileWriter:
+    """Writes one bucket's rows to ``<stem>-NNNN.parquet`` files, rolling over at a size."""
+
+    fs: AbstractFileSystem
+    out_root: str
+    folder: str  # relative to out_root
+    snapshot_id: str
+    bucket: int
+    schema: pa.Schema
+    settings: Mapping[str, Any]
+    files: list[OutputFile] = field(default_factory=list)
+    _buffer: list[pa.Table] = field(default_factory=list)
+    _buffered: int = 0
+    _handle: Any = None
+    _writer: pq.ParquetWriter | None = None
+    _path: str = ""
+    _rows: int = 0
+
+    def _absolute(self, relative: str) -> str:
+        return posixpath.join(self.out_root, relative) if relative else self.out_root
+
+    def remove_leftovers(self) -> None:
+        """Delete this bucket's files of an earlier, failed attempt at the same snapshot."""
+        pattern = self._absolute(
+            posixpath.join(self.folder, f"part-{self.snapshot_id}-{self.bucket:05d}-*.parquet")
+        )
+        for path in self.fs.glob(pattern):
+            self.fs.rm_file(path)
+
+    def write(self, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        self._buffer.append(table)
+        self._buffered += table.num_rows
+        if self._buffered >= self.settings["row_group_rows"]:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._buffered:
+            return
+        table = pa.concat_tables(self._buffer)
+        self._buffer, self._buffered = [], 0
+        if self._writer is None:
+            self._open(table)
+        assert self._writer is not None
+        self._writer.write_table(table, row_group_size=self.settings["row_group_rows"])
+        self._rows += table.num_rows
+        if self._handle.tell() >= self.settings["target_file_size"]:
+            self._close_file()
+
+    def _open(self, first: pa.Table) -> None:
+        name = data_file_name(self.snapshot_id, self.bucket, len(self.files))
+        self._path = posixpath.join(self.folder, name) if self.folder else name
+        absolute = self._absolute(self._path)
+        self.fs.makedirs(posixpath.dirname(absolute), exist_ok=True)
+        self._handle = self.fs.open(absolute, "wb")
+        compression = self.settings["compression"]
+        self._writer = pq.ParquetWriter(
+            self._handle,
+            self.schema,
+            compression=None if compression == "none" else compression,
+            compression_level=self.settings["compression_level"],
+            use_dictionary=dictionary_columns(first),
+            version="2.6",
+            write_statistics=True,
+        )
+        self._rows = 0
+
+    def _close_file(self) -> None:
+        assert self._writer is not None
+        self._writer.close()
+        self._handle.close()
+        size = int(self.fs.info(self._absolute(self._path))["size"])
+        self.files.append(OutputFile(self._path, self._rows, size))
+        self._writer, self._handle = None, None
+
+    def close(self) -> tuple[OutputFile, ...]:
+        self._flush()
+        if self._writer is not None:
+            self._close_file()
+        return tuple(self.files)
+
+    def abort(self) -> None:
+        """Drop the file being written, after another error: none of it is completed on
+        storage. An upload in parts (s3fs and other buffered filesystems) is discarded, which
+        aborts an S3 multipart upload instead of completing it; a local or in-memory file is
+        closed and removed. Files already closed stay: the commit lists or removes them."""
+        writer, handle, self._writer, self._handle = self._writer, self._handle, None, None
+        if writer is None:
+            return
+        try:
+            writer.close()  # only into the handle's buffer, or a part the discard drops
+        except Exception:  # noqa: BLE001 - cleaning up after another error
+            pass
+        try:
+            if isinstance(handle, AbstractBufferedFile):
+                handle.discard()
+                handle.closed = True  # never flushed: closing would complete the upload
+            else:
+                handle.close()
+                self.fs.rm_file(self._absolute(self._path))
+        except Exception:  # noqa: BLE001 - cleaning up after another error
+            pass
+
+
+def dictionary_columns(table: pa.Table, max_ratio: float = 0.5, sample: int = 16_384) -> list[str]:
+    """Top-level text and binary columns worth dictionary encoding: those whose distinct values
+    are at most ``max_ratio`` of the first ``sample`` rows of ``table`` (the first row group of
+    a file).
+
+    Dictionary-encoding a column of mostly distinct values costs more time than anything else in
+    writing Parquet and makes the file bigger; for repetitive text it is the best encoding.
+    """
+    chosen = []
+    table = table.slice(0, sample)
+    for column_field, column in zip(table.schema, table.columns, strict=True):
+        kind = column_field.type
+        if not (
+            pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind)
+        ):
+            continue
+        if pc.count_distinct(column, mode="all").as_py() <= max_ratio * table.num_rows:
+            chosen.append(column_field.name)
+    return chosen
