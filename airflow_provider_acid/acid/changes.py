@@ -98,8 +98,16 @@ def find_new_delta_folders(
     filesystem: AbstractFileSystem | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> list[NewDeltaFolder]:
-    """List ``table_uri`` once and return its delta folders above ``above_write_id``."""
+    """List ``table_uri`` once and return its delta folders above ``above_write_id``.
+
+    With ``partitions``, only those partition folders are listed (one recursive listing each,
+    in parallel), never the rest of the table."""
     fs, root = resolve_filesystem(table_uri, filesystem, storage_options)
-    return new_delta_folders(
-        list_table_files(fs, root), root, above_write_id, parse_kinds(kinds), partitions
-    )
+    if partitions is not None:
+        from .partition_listing import list_watched_partitions
+
+        partitions = list(partitions)
+        files = list_watched_partitions(fs, root, partitions) if partitions else []
+    else:
+        files = list_table_files(fs, root)
+    return new_delta_folders(files, root, above_write_id, parse_kinds(kinds), partitions)

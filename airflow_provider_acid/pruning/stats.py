@@ -31,6 +31,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..acid.rows import ACID_COLUMNS
+from .footers import FileTail, FooterError, TailFile, read_tail
 
 __all__ = [
     "ACID_COLUMNS",
@@ -151,23 +152,37 @@ def detect_format(filesystem: Any, path: str) -> str:
     return "orc"
 
 
+def _read_tail(filesystem: Any, path: str, size: int | None, kind: str = "") -> FileTail:
+    """The file's footer bytes, in at most two ranged reads (:func:`.footers.read_tail`)."""
+    try:
+        return read_tail(filesystem, path, size)
+    except FileNotFoundError as exc:
+        raise StatsError(f"cannot read {kind}statistics of {path}: file not found") from exc
+    except (FooterError, OSError, ValueError) as exc:
+        raise StatsError(f"cannot read {kind}statistics of {path}: {exc}") from exc
+
+
 def read_file_stats(
     filesystem: Any,
     path: str,
     *,
     column_names: Sequence[str] | None = None,
     file_format: str | None = None,
+    size: int | None = None,
 ) -> FileStats:
     """Read the footer statistics of one ORC or Parquet file (format sniffed if not given).
 
     ``column_names`` renames the table columns by position, for old ORC files whose
-    columns are ``_col0, _col1, ...``.
+    columns are ``_col0, _col1, ...``. ``size``: the file's size as listed, which saves a
+    request. Only the footer is fetched: at most two ranged reads, and the footer's bytes plus
+    64 KiB (:mod:`.footers`).
     """
-    fmt = (file_format or detect_format(filesystem, path)).lower()
+    tail = _read_tail(filesystem, path, size)
+    fmt = (file_format or ("parquet" if tail.is_parquet else "orc")).lower()
     if fmt == "orc":
-        return read_orc_stats(filesystem, path, column_names=column_names)
+        return read_orc_stats(filesystem, path, column_names=column_names, tail=tail)
     if fmt == "parquet":
-        return read_parquet_stats(filesystem, path, column_names=column_names)
+        return read_parquet_stats(filesystem, path, column_names=column_names, tail=tail)
     raise StatsError(f"unknown file format {file_format!r} for {path}")
 
 
@@ -300,14 +315,21 @@ def _is_acid_schema(schema: Any) -> bool:
 
 
 def read_orc_stats(
-    filesystem: Any, path: str, *, column_names: Sequence[str] | None = None
+    filesystem: Any,
+    path: str,
+    *,
+    column_names: Sequence[str] | None = None,
+    tail: FileTail | None = None,
 ) -> FileStats:
-    """Footer statistics of one ORC file (plain or Hive ACID), read with pyorc."""
+    """Footer statistics of one ORC file (plain or Hive ACID), read with pyorc from its
+    footer's bytes only (``tail``, else fetched with :func:`.footers.read_tail`)."""
     import pyorc
     from pyorc.enums import TypeKind
 
+    if tail is None:
+        tail = _read_tail(filesystem, path, None, "ORC ")
     try:
-        with filesystem.open(path, "rb") as f:
+        with TailFile(tail, filesystem) as f:
             reader = pyorc.Reader(f)
             schema = reader.schema
             row_count = len(reader)
@@ -407,13 +429,20 @@ def _parquet_bound(stats: Any, which: str, family: str, col_schema: Any) -> Any:
 
 
 def read_parquet_stats(
-    filesystem: Any, path: str, *, column_names: Sequence[str] | None = None
+    filesystem: Any,
+    path: str,
+    *,
+    column_names: Sequence[str] | None = None,
+    tail: FileTail | None = None,
 ) -> FileStats:
-    """Footer statistics of one Parquet file, row groups merged per column."""
+    """Footer statistics of one Parquet file, row groups merged per column, read from its
+    footer's bytes only (``tail``, else fetched with :func:`.footers.read_tail`)."""
     import pyarrow.parquet as pq
 
+    if tail is None:
+        tail = _read_tail(filesystem, path, None, "Parquet ")
     try:
-        with filesystem.open(path, "rb") as f:
+        with TailFile(tail, filesystem) as f:
             pf = pq.ParquetFile(f)
             md = pf.metadata
             arrow_schema = pf.schema_arrow

@@ -10,13 +10,15 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from ..acid.changes import new_delta_folders, parse_kinds
 from ..acid.listing import aclose_filesystem, alist_table_files, open_async_filesystem
+from ..acid.partition_listing import alist_watched_partitions
 
 
 class AcidDeltaTrigger(BaseTrigger):
     """Polls a table until it holds delta folders with write ids above ``above_write_id``.
 
     Listing is asynchronous where the filesystem supports it (s3fs) and runs in a worker
-    thread otherwise, so the triggerer's event loop is never blocked. Yields exactly one event:
+    thread otherwise, so the triggerer's event loop is never blocked; with ``partitions``,
+    only those partition folders are listed. Yields exactly one event:
     ``{"status": "success", "folders": [...]}`` or ``{"status": "error", "message": "..."}``.
     Holds only primitive arguments, so it serialises as it is.
     """
@@ -65,7 +67,10 @@ class AcidDeltaTrigger(BaseTrigger):
             kinds = parse_kinds(self.kinds)
             fs, root = open_async_filesystem(self.table_uri, await self._storage_options())
             while True:
-                files = await alist_table_files(fs, root)
+                if self.partitions is None:
+                    files = await alist_table_files(fs, root)
+                else:  # only the partitions watched are listed, in parallel
+                    files = await alist_watched_partitions(fs, root, self.partitions)
                 folders = new_delta_folders(
                     files, root, self.above_write_id, kinds, self.partitions
                 )

@@ -155,7 +155,8 @@ def test_looking_for_new_deltas_costs_one_listing_request(s3, wide_table):
         ("dt=2024-01-02/region=us", "delta_0000007_0000007_0000")
     ]
     assert len(seen) == 1
-    assert_one_recursive_listing(seen, s3.bucket, key)
+    # only the watched partition's folder is listed (issue #14), recursively, in one request
+    assert_one_recursive_listing(seen, s3.bucket, f"{key}/dt=2024-01-02/region=us")
 
 
 def test_a_missing_table_is_an_error_naming_it(s3):

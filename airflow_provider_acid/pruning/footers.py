@@ -1,0 +1,221 @@
+"""A data file's footer, fetched with at most two ranged reads.
+
+Statistics live in the tail of ORC and Parquet files. Opening such a file through fsspec and
+handing it to a reader costs a ``HEAD`` for the size, then reads of whatever the reader asks
+for, in the file object's block size (5 MiB on s3fs), so one file can cost several requests and
+much more than its footer. Here instead:
+
+1. one ranged read of the last :data:`TAIL_BYTES` (64 KiB) of the file, whose size the listing
+   already gave (else one ``HEAD``);
+2. the footer's length, from those bytes: ORC's last byte is the postscript's length, and the
+   postscript (a protobuf message) holds the footer's length (and the metadata's: the stripe
+   statistics before the footer, which file statistics do not need); Parquet ends with the
+   footer's length and ``PAR1``;
+3. only when the footer is larger than what was read, one more ranged read of the rest.
+
+So a file costs at most two requests and its footer's bytes plus 64 KiB. The readers (pyorc,
+pyarrow) are then given :class:`TailFile`, a read-only file object of the file's full size that
+holds only those bytes; a read outside them (which neither reader makes for statistics) fetches
+what it needs rather than failing, and is counted in :attr:`TailFile.extra_reads`.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["TAIL_BYTES", "FileTail", "FooterError", "TailFile", "footer_span", "read_tail"]
+
+#: What the first ranged read fetches from the end of a file.
+TAIL_BYTES = 64 * 1024
+
+_PARQUET_MAGIC = b"PAR1"
+
+
+class FooterError(ValueError):
+    """A file's tail is no ORC or Parquet footer (the message names the file)."""
+
+
+@dataclass(frozen=True)
+class FileTail:
+    """The last bytes of a file: ``data`` starts at ``offset`` and ends at ``size``."""
+
+    path: str
+    size: int
+    offset: int
+    data: bytes
+    #: the ranged reads made to fetch it (1 or 2; 0 for an empty file)
+    reads: int
+
+    @property
+    def is_parquet(self) -> bool:
+        return self.size >= 8 and self.data[-4:] == _PARQUET_MAGIC
+
+
+def _varint(buffer: bytes, position: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if position >= len(buffer):
+            raise FooterError("truncated varint")
+        byte = buffer[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, position
+        shift += 7
+        if shift > 63:
+            raise FooterError("varint too long")
+
+
+def _orc_postscript_lengths(postscript: bytes) -> tuple[int, int]:
+    """(footerLength, metadataLength) of an ORC PostScript message (fields 1 and 5)."""
+    footer = metadata = 0
+    position = 0
+    while position < len(postscript):
+        key, position = _varint(postscript, position)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            value, position = _varint(postscript, position)
+            if field == 1:
+                footer = value
+            elif field == 5:
+                metadata = value
+        elif wire == 2:
+            length, position = _varint(postscript, position)
+            position += length
+        elif wire == 5:
+            position += 4
+        elif wire == 1:
+            position += 8
+        else:
+            raise FooterError(f"unexpected protobuf wire type {wire} in the ORC postscript")
+    if position != len(postscript):
+        raise FooterError("the ORC postscript is truncated")
+    return footer, metadata
+
+
+def footer_span(tail: bytes, size: int) -> int:
+    """How many bytes at the end of a file of ``size`` bytes its footer needs, from its last
+    bytes ``tail`` (at least 8 of them, or the whole file)."""
+    if size >= 12 and tail[-4:] == _PARQUET_MAGIC:
+        return int.from_bytes(tail[-8:-4], "little") + 8
+    if not tail:
+        raise FooterError("empty file")
+    ps_length = tail[-1]
+    if ps_length + 1 > len(tail):
+        raise FooterError("the ORC postscript is longer than the file")
+    # the metadata section before the footer holds stripe statistics, which file statistics
+    # do not need (pyorc reads it lazily, and TailFile would fetch it if it did)
+    footer, _metadata = _orc_postscript_lengths(tail[-1 - ps_length : -1])
+    return 1 + ps_length + footer
+
+
+def read_tail(fs: Any, path: str, size: int | None = None) -> FileTail:
+    """The last bytes of ``path`` its footer needs, in one ranged read or two.
+
+    ``size`` is the file's size as listed (one ``HEAD`` when None). Raises FileNotFoundError
+    for a missing file, :class:`FooterError` for a tail that is no footer."""
+    if size is None:
+        size = int(fs.size(path))
+    if size <= 0:
+        return FileTail(path, 0, 0, b"", 0)
+    start = max(0, size - TAIL_BYTES)
+    data = bytes(fs.cat_file(path, start=start, end=size))
+    reads = 1
+    if len(data) != size - start:
+        raise FooterError(f"{path}: read {len(data)} bytes of its last {size - start}")
+    try:
+        needed = footer_span(data, size)
+    except FooterError as exc:
+        raise FooterError(f"{path}: {exc}") from None
+    if needed > size:
+        raise FooterError(f"{path}: its footer claims {needed} bytes of a {size}-byte file")
+    if needed > len(data):
+        head = size - needed
+        data = bytes(fs.cat_file(path, start=head, end=start)) + data
+        start = head
+        reads += 1
+    return FileTail(path, size, start, data, reads)
+
+
+class TailFile(io.RawIOBase):
+    """A read-only, seekable file of ``tail.size`` bytes that holds only the tail's; a read
+    before them fetches the missing range from ``fs`` (counted in :attr:`extra_reads`)."""
+
+    def __init__(self, tail: FileTail, fs: Any = None) -> None:
+        super().__init__()
+        self._tail = tail
+        self._fs = fs
+        self._position = 0
+        self._offset = tail.offset
+        self._data = tail.data
+        self._lock = threading.Lock()
+        self.extra_reads = 0
+
+    @property
+    def name(self) -> str:
+        return self._tail.path
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_SET:
+            position = offset
+        elif whence == io.SEEK_CUR:
+            position = self._position + offset
+        elif whence == io.SEEK_END:
+            position = self._tail.size + offset
+        else:
+            raise ValueError(f"invalid whence {whence}")
+        if position < 0:
+            raise OSError(f"negative seek position {position}")
+        self._position = position
+        return position
+
+    def _ensure(self, start: int) -> None:
+        if start >= self._offset:
+            return
+        if self._fs is None:
+            raise OSError(f"{self._tail.path}: byte {start} is before the tail that was read")
+        with self._lock:
+            if start < self._offset:
+                more = bytes(self._fs.cat_file(self._tail.path, start=start, end=self._offset))
+                self._data = more + self._data
+                self._offset = start
+                self.extra_reads += 1
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        start = self._position
+        end = min(self._tail.size, start + len(view))
+        if end <= start:
+            return 0
+        self._ensure(start)
+        chunk = self._data[start - self._offset : end - self._offset]
+        view[: len(chunk)] = chunk
+        self._position += len(chunk)
+        return len(chunk)
+
+    def read(self, size: int = -1) -> bytes:
+        start = self._position
+        end = self._tail.size if size is None or size < 0 else min(self._tail.size, start + size)
+        if end <= start:
+            return b""
+        self._ensure(start)
+        self._position = end
+        return self._data[start - self._offset : end - self._offset]
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+    def size(self) -> int:
+        return self._tail.size
