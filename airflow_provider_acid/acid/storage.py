@@ -1,40 +1,186 @@
-"""Writing a small object so that readers see all of it or nothing, on any filesystem.
+"""Writing files so that readers see all of one or nothing, on any filesystem.
 
 A file written through ``fs.open(path, "wb")`` is not that: fsspec closes it when the ``with``
 block ends, also when it ends with an error, which on S3 completes the upload of whatever was
-buffered. What readers open by name (a snapshot manifest, a slice manifest, an index pointer,
-a metrics record) is therefore serialised in memory first and stored in one piece.
+buffered; on a local disk a killed writer leaves the bytes written so far at the file's name.
+
+* Where renames are atomic (a local filesystem, :func:`renames_atomically`), a file is written
+  under a hidden temporary name in its own folder (:func:`temporary_path`:
+  ``.<name>.<32 hex>.tmp``, ignored by ``pyarrow.dataset``, Spark and Hive, which skip ``.``
+  and ``_`` names) and renamed over its name once complete.
+* On object stores an object appears when its upload completes: one PUT, or the completion of
+  a multipart upload. What readers open by name (a snapshot manifest, a slice manifest, an
+  index pointer or index file, a metrics record) is serialised in memory first and stored in
+  one piece (:func:`write_whole`).
+
+Temporaries a killed writer left behind are removed by :func:`remove_temporaries`, called by
+the next writer of the same files, by later commits and by expiry. A writer holds an exclusive
+``flock`` on its temporary while it writes (:func:`open_temporary`), which the kernel drops
+when the process dies, kill -9 included: a cleaner removes only temporaries it can lock
+(:func:`remove_temporary`), never one another process is still writing. The file is created
+as ``.<name>.<hex>.new``, locked, then renamed to its ``.tmp`` name, so that no cleaner sees it
+unlocked under that name; an unlocked ``.new`` is removed once older than a minute.
+
+:func:`create_exclusive` creates a file only if it does not exist yet (the commit lock): an
+``O_EXCL`` hard link locally, ``If-None-Match: *`` on S3 (s3fs ``mode="create"``).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import posixpath
+import re
+import time
 import uuid
+from collections.abc import Callable
+from typing import BinaryIO
 
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
+#: ``.<name>.<uuid hex>.tmp``: a file being written, renamed to ``<name>`` when complete
+#: (``.new`` for the instant between its creation and its writer's lock, see open_temporary).
+TEMPORARY_NAME = re.compile(r"^\.(?P<name>.+)\.(?P<token>[0-9a-f]{32})\.(?P<kind>tmp|new)$")
+#: Seconds after which an unlocked ``.new`` file is a dead writer's (a live one holds it for
+#: the time of one ``flock`` and one ``rename``).
+PENDING_GRACE = 60.0
 
-def write_whole(fs: AbstractFileSystem, path: str, data: bytes) -> None:
-    """Store ``data`` at ``path``, creating its folder: locally a hidden temporary file renamed
-    over ``path``; on object stores one PUT, so an object appears whole or not at all."""
+
+def renames_atomically(fs: AbstractFileSystem) -> bool:
+    """True where a complete file can be renamed over its name in one step (local disks)."""
+    return isinstance(fs, LocalFileSystem)
+
+
+def temporary_path(path: str) -> str:
+    """A hidden, unique name beside ``path`` to write it under before the rename."""
+    parent, name = posixpath.split(path)
+    return posixpath.join(parent, f".{name}.{uuid.uuid4().hex}.tmp")
+
+
+def open_temporary(path: str) -> BinaryIO:
+    """Create the local temporary ``path`` for writing, holding an exclusive lock on it until
+    it is closed (or its process dies), so that no cleaner removes it meanwhile."""
+    pending = path[: -len(".tmp")] + ".new" if path.endswith(".tmp") else path + ".new"
+    handle = open(pending, "xb")  # noqa: SIM115 - the caller closes it
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        os.rename(pending, path)  # under its temporary name only once locked
+    except BaseException:
+        handle.close()
+        os.unlink(pending)
+        raise
+    return handle
+
+
+def remove_temporary(fs: AbstractFileSystem, path: str) -> bool:
+    """Delete a temporary a killed writer left: True if removed; False if gone already or,
+    locally, still locked by a live writer."""
+    if not renames_atomically(fs):
+        try:
+            fs.rm_file(path)
+        except FileNotFoundError:
+            return False
+        return True
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # its writer is alive
+        if path.endswith(".new") and time.time() - os.fstat(handle.fileno()).st_mtime < (
+            PENDING_GRACE
+        ):
+            return False  # maybe created an instant ago, its writer about to lock it
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return False
+    return True
+
+
+def temporary_target(name: str) -> str | None:
+    """The file name a temporary (base name) is written for; None for other names."""
+    match = TEMPORARY_NAME.match(name)
+    return match["name"] if match else None
+
+
+def _make_parent(fs: AbstractFileSystem, path: str) -> str:
     parent = posixpath.dirname(path)
     if parent:
         try:
             fs.makedirs(parent, exist_ok=True)
         except OSError:  # some object stores refuse folders; objects need none
             pass
-    if isinstance(fs, LocalFileSystem):
-        temporary = posixpath.join(parent, f".{posixpath.basename(path)}.{uuid.uuid4().hex}.tmp")
+    return parent
+
+
+def write_whole(fs: AbstractFileSystem, path: str, data: bytes) -> None:
+    """Store ``data`` at ``path``, creating its folder: locally a hidden temporary file renamed
+    over ``path``; on object stores one PUT, so an object appears whole or not at all."""
+    _make_parent(fs, path)
+    if renames_atomically(fs):
+        temporary = temporary_path(path)
         try:
-            with open(temporary, "wb") as handle:
+            with open_temporary(temporary) as handle:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
-            os.replace(temporary, path)
+                os.replace(temporary, path)
         finally:
             if os.path.exists(temporary):
                 os.unlink(temporary)
     else:
         fs.pipe_file(path, data)
+
+
+def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
+    """Create ``path`` holding ``data`` unless it exists: True if this call created it.
+
+    Locally the complete file is hard-linked to ``path`` (``link`` fails on an existing name,
+    so no reader sees it half-written); on S3 one PUT with ``If-None-Match: *``. Other
+    filesystems get fsspec's ``mode="create"``, which is a check then a write on some of them.
+    """
+    if renames_atomically(fs):
+        _make_parent(fs, path)
+        temporary = temporary_path(path)
+        try:
+            with open_temporary(temporary) as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+                os.link(temporary, path)
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+    try:  # objects need no folder
+        fs.pipe_file(path, data, mode="create")
+    except FileExistsError:
+        return False
+    return True
+
+
+def remove_temporaries(
+    fs: AbstractFileSystem, folder: str, target: Callable[[str], bool] | None = None
+) -> list[str]:
+    """Delete the temporaries directly in ``folder`` (whose target name ``target`` accepts,
+    all without one) that killed writers left (not those of live writers); returns their
+    paths."""
+    try:
+        entries = fs.ls(folder, detail=False)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    removed = []
+    for path in entries:
+        name = temporary_target(posixpath.basename(path.rstrip("/")))
+        if name is None or (target is not None and not target(name)):
+            continue
+        if remove_temporary(fs, path):
+            removed.append(path)
+    return removed

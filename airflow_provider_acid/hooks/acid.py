@@ -22,10 +22,57 @@ def _extra_value(extra: dict[str, Any], name: str) -> Any:
     return None
 
 
+#: botocore retry modes (``retries.mode`` of its client config).
+RETRY_MODES = ("standard", "adaptive", "legacy")
+
+
+def _number(extra: dict[str, Any], name: str, kind: type, minimum: float) -> Any:
+    value = _extra_value(extra, name)
+    if value is None:
+        return None
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        number = None
+    if number is None or number < minimum or (kind is int and float(value) != number):
+        raise ValueError(
+            f"connection extra {name!r}: expected a {kind.__name__} of at least {minimum}, "
+            f"got {value!r}"
+        )
+    return number
+
+
+def retry_config_from_extra(extra: dict[str, Any]) -> dict[str, Any]:
+    """botocore client settings for s3fs's ``config_kwargs`` from an ``acid`` connection.
+
+    ``retry_mode`` (``standard``, ``adaptive`` or ``legacy``) and ``max_attempts`` (attempts
+    of one request in all, the first included, as ``AWS_MAX_ATTEMPTS`` counts them: botocore's
+    ``total_max_attempts``) set botocore's ``retries``; ``connect_timeout`` and
+    ``read_timeout`` (seconds) its timeouts. Unset extras keep botocore's defaults (legacy
+    mode, 5 attempts, 60 s timeouts; ``AWS_RETRY_MODE`` / ``AWS_MAX_ATTEMPTS`` apply)."""
+    config: dict[str, Any] = {}
+    retries: dict[str, Any] = {}
+    if (mode := _extra_value(extra, "retry_mode")) is not None:
+        if str(mode) not in RETRY_MODES:
+            raise ValueError(
+                f"connection extra 'retry_mode': expected one of {RETRY_MODES}, got {mode!r}"
+            )
+        retries["mode"] = str(mode)
+    if (attempts := _number(extra, "max_attempts", int, 1)) is not None:
+        retries["total_max_attempts"] = attempts
+    if retries:
+        config["retries"] = retries
+    for name in ("connect_timeout", "read_timeout"):
+        if (seconds := _number(extra, name, float, 0.001)) is not None:
+            config[name] = seconds
+    return config
+
+
 def storage_options_from_extra(extra: dict[str, Any]) -> dict[str, Any]:
     """fsspec storage options from an ``acid`` connection's extra fields.
 
     ``endpoint_url``, ``key``, ``secret``, ``token`` and ``region_name`` map to s3fs options;
+    the retry settings (:func:`retry_config_from_extra`) to its ``config_kwargs``;
     ``storage_options`` (a JSON object) is merged last for anything else fsspec accepts.
     """
     options: dict[str, Any] = {}
@@ -39,6 +86,8 @@ def storage_options_from_extra(extra: dict[str, Any]) -> dict[str, Any]:
         client_kwargs["region_name"] = region
     if client_kwargs:
         options["client_kwargs"] = client_kwargs
+    if config := retry_config_from_extra(extra):
+        options["config_kwargs"] = config
     raw = _extra_value(extra, "storage_options")
     if raw is not None:
         try:

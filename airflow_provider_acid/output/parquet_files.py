@@ -2,10 +2,23 @@
 
 Files are named after their snapshot and bucket (``records.data_file_name``) in the bucket's
 partition folder; the commit protocol (:mod:`.protocol`) lists them in the manifest.
+
+No file is ever visible half-written. On a local filesystem each file is written under a hidden
+temporary name in its folder (``.part-....parquet.<hex>.tmp``, see :mod:`..acid.storage`),
+synced and renamed into place once its footer is written. On object stores the file is one
+upload (a PUT, or a multipart upload for files past the block size) that completes only when
+the file is closed; after an error :meth:`BucketFileWriter.abort` discards it instead. A
+killed process never completes an upload: the object does not appear.
+
+A re-run of the same snapshot writes the same bytes under the same names (the output is
+deterministic), so it replaces a file of an earlier attempt atomically instead of deleting it
+first: a file a committed manifest lists is never missing, even while a late duplicate of the
+run writes it again.
 """
 
 from __future__ import annotations
 
+import os
 import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,6 +32,12 @@ from fsspec.spec import AbstractBufferedFile
 
 from ..acid.hive_types import hive_field
 from ..acid.rows import TableColumns
+from ..acid.storage import (
+    open_temporary,
+    remove_temporaries,
+    renames_atomically,
+    temporary_path,
+)
 from .records import OutputFile, data_file_name
 
 #: Names of the identity columns written with ``include_identity``.
@@ -58,18 +77,20 @@ class BucketFileWriter:
     _handle: Any = None
     _writer: pq.ParquetWriter | None = None
     _path: str = ""
+    _temporary: str | None = None  # where the open file is written, when renamed at the end
     _rows: int = 0
 
     def _absolute(self, relative: str) -> str:
         return posixpath.join(self.out_root, relative) if relative else self.out_root
 
-    def remove_leftovers(self) -> None:
-        """Delete this bucket's files of an earlier, failed attempt at the same snapshot."""
-        pattern = self._absolute(
-            posixpath.join(self.folder, f"part-{self.snapshot_id}-{self.bucket:05d}-*.parquet")
+    def remove_leftovers(self) -> list[str]:
+        """Delete the temporaries of this bucket's files that an earlier, killed attempt at the
+        same snapshot left (complete files of it are replaced by the same bytes, or removed by
+        the commit when no result lists them); returns their paths."""
+        prefix = f"part-{self.snapshot_id}-{self.bucket:05d}-"
+        return remove_temporaries(
+            self.fs, self._absolute(self.folder), lambda name: name.startswith(prefix)
         )
-        for path in self.fs.glob(pattern):
-            self.fs.rm_file(path)
 
     def write(self, table: pa.Table) -> None:
         if table.num_rows == 0:
@@ -97,7 +118,12 @@ class BucketFileWriter:
         self._path = posixpath.join(self.folder, name) if self.folder else name
         absolute = self._absolute(self._path)
         self.fs.makedirs(posixpath.dirname(absolute), exist_ok=True)
-        self._handle = self.fs.open(absolute, "wb")
+        if renames_atomically(self.fs):
+            self._temporary = temporary_path(absolute)
+            self._handle = open_temporary(self._temporary)  # closed in _close_file
+        else:
+            self._temporary = None
+            self._handle = self.fs.open(absolute, "wb")
         compression = self.settings["compression"]
         self._writer = pq.ParquetWriter(
             self._handle,
@@ -113,8 +139,16 @@ class BucketFileWriter:
     def _close_file(self) -> None:
         assert self._writer is not None
         self._writer.close()
-        self._handle.close()
-        size = int(self.fs.info(self._absolute(self._path))["size"])
+        absolute = self._absolute(self._path)
+        if self._temporary is not None:
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+            os.replace(self._temporary, absolute)  # the complete file appears at once
+            self._handle.close()  # (and drops its lock)
+            self._temporary = None
+        else:
+            self._handle.close()  # completes the upload
+        size = int(self.fs.info(absolute)["size"])
         self.files.append(OutputFile(self._path, self._rows, size))
         self._writer, self._handle = None, None
 
@@ -127,9 +161,11 @@ class BucketFileWriter:
     def abort(self) -> None:
         """Drop the file being written, after another error: none of it is completed on
         storage. An upload in parts (s3fs and other buffered filesystems) is discarded, which
-        aborts an S3 multipart upload instead of completing it; a local or in-memory file is
-        closed and removed. Files already closed stay: the commit lists or removes them."""
+        aborts an S3 multipart upload instead of completing it; a local file's temporary is
+        closed and removed (its name never held it); an in-memory file is closed and removed.
+        Files already closed stay: the commit lists or removes them."""
         writer, handle, self._writer, self._handle = self._writer, self._handle, None, None
+        temporary, self._temporary = self._temporary, None
         if writer is None:
             return
         try:
@@ -137,7 +173,10 @@ class BucketFileWriter:
         except Exception:  # noqa: BLE001 - cleaning up after another error
             pass
         try:
-            if isinstance(handle, AbstractBufferedFile):
+            if temporary is not None:
+                os.unlink(temporary)
+                handle.close()
+            elif isinstance(handle, AbstractBufferedFile):
                 handle.discard()
                 handle.closed = True  # never flushed: closing would complete the upload
             else:

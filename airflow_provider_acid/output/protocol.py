@@ -7,8 +7,9 @@ Layout of an output folder (``OUT``)::
     OUT/_snapshots/<snapshot>/manifest.json  the commit point (written last, never changed)
     OUT/_snapshots/<snapshot>/_SUCCESS       marker beside it
     OUT/_SUCCESS                             marker naming the latest snapshot (JSON)
+    OUT/_snapshots/_commit.lock              held while a commit or an expiry runs
 
-How it keeps its promises without renames (object stores have none):
+How it keeps its promises without relying on renames (object stores have none):
 
 * Files of a snapshot are named after it (``part-<snapshot>-``): that name prefix is its
   staging area. A data file belongs to a snapshot only once a committed manifest lists it;
@@ -30,7 +31,20 @@ How it keeps its promises without renames (object stores have none):
   files must stay while a kept manifest lists them; :func:`expire_snapshots` removes only what
   no kept manifest references. Once ``OUT`` holds several snapshots, a plain folder read sees
   the union of their files: read through the latest manifest, or expire down to one snapshot.
-* One writer per ``OUT`` at a time (in Airflow: ``max_active_runs=1`` for the DAG writing it).
+* No file is visible half-written (:mod:`.parquet_files`, :mod:`..acid.storage`): locally each
+  data file, plan and manifest is written under a hidden temporary name and renamed into place;
+  on object stores an object appears when its upload completes. Before its commit, a folder
+  reader can therefore see complete data files of a snapshot that no manifest lists yet (and,
+  while they are not removed, complete files of a killed run); for readers that must see
+  committed snapshots only, read through the manifest or publish to a table format
+  (:mod:`.sinks`). Temporaries of killed writers are removed by the next run of the same
+  snapshot (each bucket's writer, and the commit for the manifest's), by later commits (those
+  of snapshots that never committed) and by :func:`expire_snapshots`.
+* Commits and expiries of one ``OUT`` are serialised by a lock object created only if absent
+  (:mod:`.commit_lock`). A second writer waits for it; the same snapshot then returns the
+  first commit, another one commits after it with the next sequence, or fails to verify if
+  what it reused was expired meanwhile. Writers of data files need no lock: a duplicate of a
+  bucket writes the same bytes under the same names.
 """
 
 from __future__ import annotations
@@ -38,7 +52,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import posixpath
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -47,7 +61,14 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
 from ..acid.listing import resolve_filesystem
-from ..acid.storage import write_whole
+from ..acid.storage import (
+    TEMPORARY_NAME,
+    remove_temporaries,
+    remove_temporary,
+    renames_atomically,
+    write_whole,
+)
+from .commit_lock import DEFAULT_WAIT, commit_lock
 from .records import (
     DATA_FILE_NAME,
     BucketResult,
@@ -76,10 +97,14 @@ def _get_json(fs: AbstractFileSystem, path: str) -> dict[str, Any] | None:
         raw = fs.cat_file(path)
     except FileNotFoundError:
         return None
+    # Plans and manifests are stored whole (write_whole): one that does not parse is damaged.
     try:
-        return json.loads(raw)
-    except ValueError:
-        return None  # not a complete object: never committed
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise CommitError(f"{path}: damaged, not a JSON document ({exc})") from None
+    if not isinstance(data, dict):
+        raise CommitError(f"{path}: damaged, not a JSON object")
+    return data
 
 
 def write_plan(fs: AbstractFileSystem, plan: SnapshotPlan) -> str:
@@ -98,7 +123,13 @@ def read_plan(fs: AbstractFileSystem, out_root: str, snapshot_id: str) -> Snapsh
             f"no plan for snapshot {snapshot_id} at {path}: plan the snapshot first "
             "(plan_snapshot) with the same output folder"
         )
-    return SnapshotPlan.from_dict(data)
+    try:
+        plan = SnapshotPlan.from_dict(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CommitError(f"{path}: damaged plan ({type(exc).__name__}: {exc})") from None
+    if plan.snapshot_id != snapshot_id:
+        raise CommitError(f"{path}: damaged plan, of snapshot {plan.snapshot_id!r}")
+    return plan
 
 
 def read_manifest(fs: AbstractFileSystem, out_root: str, snapshot_id: str) -> SnapshotResult | None:
@@ -107,7 +138,15 @@ def read_manifest(fs: AbstractFileSystem, out_root: str, snapshot_id: str) -> Sn
     data = _get_json(fs, path)
     if data is None:
         return None
-    return SnapshotResult.from_manifest(data, out_root, path, newly_committed=False)
+    try:
+        result = SnapshotResult.from_manifest(data, out_root, path, newly_committed=False)
+    except CommitError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CommitError(f"{path}: damaged manifest ({type(exc).__name__}: {exc})") from None
+    if result.snapshot_id != snapshot_id:
+        raise CommitError(f"{path}: damaged manifest, of snapshot {result.snapshot_id!r}")
+    return result
 
 
 def committed_snapshots(fs: AbstractFileSystem, out_root: str) -> list[SnapshotResult]:
@@ -145,8 +184,11 @@ def _is_hidden_path(relative: str) -> bool:
     return any(part.startswith(("_", ".")) for part in relative.split("/"))
 
 
-def _data_files(fs: AbstractFileSystem, out_root: str) -> dict[str, str]:
-    """Data files below ``out_root`` outside hidden paths: relative path -> snapshot id."""
+def _data_files(
+    fs: AbstractFileSystem, out_root: str, *, temporaries: bool = False
+) -> dict[str, str]:
+    """Data files below ``out_root`` outside hidden paths: relative path -> snapshot id. With
+    ``temporaries``, the hidden temporaries data files are written under instead."""
     prefix = out_root.rstrip("/") + "/"
     try:
         found = fs.find(out_root)
@@ -155,12 +197,29 @@ def _data_files(fs: AbstractFileSystem, out_root: str) -> dict[str, str]:
     files = {}
     for path in found:
         relative = path[len(prefix) :] if path.startswith(prefix) else path
-        if _is_hidden_path(relative):
+        folder, name = posixpath.split(relative)
+        if folder and _is_hidden_path(folder):
             continue
-        match = DATA_FILE_NAME.match(posixpath.basename(relative))
+        if temporaries:
+            temporary = TEMPORARY_NAME.match(name)
+            name = temporary["name"] if temporary else ""
+        elif name.startswith(("_", ".")):
+            continue
+        match = DATA_FILE_NAME.match(name)
         if match:
             files[relative] = match["snapshot"]
     return files
+
+
+def _cached(predicate: Callable[[str], bool]) -> Callable[[str], bool]:
+    verdicts: dict[str, bool] = {}
+
+    def cached(sid: str) -> bool:
+        if sid not in verdicts:
+            verdicts[sid] = predicate(sid)
+        return verdicts[sid]
+
+    return cached
 
 
 def _verify_file(
@@ -248,26 +307,95 @@ def _remove_leftovers(
     results: Sequence[BucketResult],
     committed: set[str],
 ) -> list[str]:
-    """Delete data files no commit will ever list (see the module docstring)."""
+    """Delete data files no commit will ever list (see the module docstring), and the
+    temporaries of killed writers of other snapshots (this snapshot's own are its writers')."""
     referenced = {f.path for r in results for f in r.files}
-    plans: dict[str, str | None] = {}
-    doomed = []
-    for relative, sid in _data_files(fs, out_root).items():
-        if relative in referenced or sid in committed:
-            continue
-        if sid != plan.snapshot_id:
-            if sid not in plans:
-                try:
-                    plans[sid] = read_plan(fs, out_root, sid).created_at
-                except CommitError:
-                    plans[sid] = None
-            started = plans[sid]
-            if started is not None and started >= plan.created_at:
-                continue  # planned after this one: maybe another writer still at work
-        doomed.append(relative)
+
+    def planned_later(sid: str) -> bool:
+        if sid == plan.snapshot_id:
+            return False
+        try:
+            started = read_plan(fs, out_root, sid).created_at
+        except CommitError:
+            return False
+        return started >= plan.created_at  # planned after this one: maybe still at work
+
+    in_progress = _cached(planned_later)
+    doomed = [
+        relative
+        for relative, sid in _data_files(fs, out_root).items()
+        if relative not in referenced and sid not in committed and not in_progress(sid)
+    ]
+    doomed += [
+        relative
+        for relative, sid in _data_files(fs, out_root, temporaries=True).items()
+        if sid != plan.snapshot_id and not in_progress(sid)
+    ]
+    removed = []
     for relative in doomed:
-        fs.rm_file(posixpath.join(out_root, relative))
-    return doomed
+        path = posixpath.join(out_root, relative)
+        if _is_temporary(relative):
+            if remove_temporary(fs, path):
+                removed.append(relative)
+        else:
+            _remove(fs, path)
+            removed.append(relative)
+    return removed
+
+
+def _is_temporary(relative: str) -> bool:
+    return TEMPORARY_NAME.match(posixpath.basename(relative)) is not None
+
+
+def _remove(fs: AbstractFileSystem, path: str) -> None:
+    try:
+        fs.rm_file(path)
+    except FileNotFoundError:  # another cleaner was first
+        pass
+
+
+def _remove_commit_temporaries(fs: AbstractFileSystem, root: str, snapshot_id: str) -> None:
+    """Temporaries of the manifest and markers a killed commit left (under the commit lock:
+    no other commit is writing them)."""
+    remove_temporaries(fs, root, lambda name: name == SUCCESS_FILE)
+    remove_temporaries(
+        fs, snapshot_dir(root, snapshot_id), lambda name: name in (MANIFEST_FILE, SUCCESS_FILE)
+    )
+
+
+def _write_markers(fs: AbstractFileSystem, root: str, result: SnapshotResult) -> None:
+    write_whole(fs, posixpath.join(snapshot_dir(root, result.snapshot_id), SUCCESS_FILE), b"")
+    pointer = {
+        "snapshot_id": result.snapshot_id,
+        "manifest": posixpath.relpath(result.manifest_path, root),
+    }
+    write_whole(fs, posixpath.join(root, SUCCESS_FILE), json.dumps(pointer).encode())
+
+
+def _finish_commit(fs: AbstractFileSystem, root: str, existing: SnapshotResult) -> None:
+    """What a commit killed after its manifest left undone: its temporaries, its markers."""
+    _remove_commit_temporaries(fs, root, existing.snapshot_id)
+    if not fs.exists(posixpath.join(snapshot_dir(root, existing.snapshot_id), SUCCESS_FILE)):
+        latest = committed_snapshots(fs, root)[-1]
+        if latest.snapshot_id == existing.snapshot_id:  # killed between manifest and markers
+            _write_markers(fs, root, existing)
+
+
+def complete_commit(
+    fs: AbstractFileSystem, root: str, snapshot_id: str, *, lock_wait: float = DEFAULT_WAIT
+) -> SnapshotResult | None:
+    """The committed snapshot ``snapshot_id`` (None if not committed), after finishing what a
+    commit killed after its manifest left: its markers, and where files are renamed into place
+    its temporaries (under the commit lock). On object stores, where there are no temporaries,
+    a committed snapshot whose markers are all there costs one existence check."""
+    existing = read_manifest(fs, root, snapshot_id)
+    if existing is None:
+        return None
+    marker = posixpath.join(snapshot_dir(root, snapshot_id), SUCCESS_FILE)
+    if renames_atomically(fs) or not fs.exists(marker):
+        with commit_lock(fs, root, f"completing the commit of {snapshot_id}", wait=lock_wait):
+            _finish_commit(fs, root, existing)
+    return existing
 
 
 def commit_snapshot(
@@ -278,6 +406,7 @@ def commit_snapshot(
     plan: SnapshotPlan | None = None,
     out_filesystem: AbstractFileSystem | None = None,
     storage_options: dict[str, Any] | None = None,
+    lock_wait: float = DEFAULT_WAIT,
 ) -> SnapshotResult:
     """Verify every part of a snapshot, reconcile it, and write its manifest (the commit point).
 
@@ -285,11 +414,25 @@ def commit_snapshot(
     buckets the plan reuses may be left out. Committing a snapshot twice returns the first
     commit (``newly_committed`` False). Raises :class:`CommitError` (or
     :class:`ReconciliationError`) without committing anything when a part is missing, does not
-    match the plan, is not on storage as recorded, or does not add up.
+    match the plan, is not on storage as recorded, or does not add up. The commit holds the
+    output folder's commit lock (:mod:`.commit_lock`); :class:`.commit_lock.CommitLockError`
+    when another writer holds it longer than ``lock_wait`` seconds.
     """
     fs, root = resolve_filesystem(out_uri, out_filesystem, storage_options)
+    with commit_lock(fs, root, f"commit of snapshot {snapshot_id}", wait=lock_wait):
+        return _commit_locked(fs, root, snapshot_id, bucket_results, plan)
+
+
+def _commit_locked(
+    fs: AbstractFileSystem,
+    root: str,
+    snapshot_id: str,
+    bucket_results: Iterable[BucketResult | Mapping[str, Any]],
+    plan: SnapshotPlan | None,
+) -> SnapshotResult:
     existing = read_manifest(fs, root, snapshot_id)
     if existing is not None:
+        _finish_commit(fs, root, existing)
         return existing
     if plan is None:
         plan = read_plan(fs, root, snapshot_id)
@@ -320,10 +463,9 @@ def commit_snapshot(
         warnings=plan.warnings,
     )
     manifest = json.dumps(result.to_dict(), indent=1, sort_keys=True).encode()
+    _remove_commit_temporaries(fs, root, snapshot_id)
     write_whole(fs, manifest_path, manifest)  # the commit point
-    write_whole(fs, posixpath.join(snapshot_dir(root, snapshot_id), SUCCESS_FILE), b"")
-    pointer = {"snapshot_id": snapshot_id, "manifest": posixpath.relpath(manifest_path, root)}
-    write_whole(fs, posixpath.join(root, SUCCESS_FILE), json.dumps(pointer).encode())
+    _write_markers(fs, root, result)
     return result
 
 
@@ -388,32 +530,49 @@ def expire_snapshots(
     keep: int = 1,
     out_filesystem: AbstractFileSystem | None = None,
     storage_options: dict[str, Any] | None = None,
+    lock_wait: float = DEFAULT_WAIT,
 ) -> ExpireResult:
     """Keep the newest ``keep`` committed snapshots; remove older manifests and every data file
     no kept manifest references (files of snapshots planned after the newest kept commit, which
-    may still be in progress, are left alone)."""
+    may still be in progress, are left alone), and the temporaries killed writers left of the
+    same files and of the kept manifests. Holds the commit lock (:mod:`.commit_lock`)."""
     if keep < 1:
         raise ValueError("keep must be at least 1: the latest snapshot is never expired")
     fs, root = resolve_filesystem(out_uri, out_filesystem, storage_options)
+    with commit_lock(fs, root, f"expiry keeping {keep} snapshot(s)", wait=lock_wait):
+        return _expire_locked(fs, root, keep)
+
+
+def _expire_locked(fs: AbstractFileSystem, root: str, keep: int) -> ExpireResult:
     snapshots = committed_snapshots(fs, root)
     kept, expired = snapshots[-keep:], snapshots[:-keep]
     referenced = {f.path for s in kept for f in s.files}
     kept_ids = {s.snapshot_id for s in kept}
     newest_commit = kept[-1].committed_at if kept else ""
+    expired_ids = {s.snapshot_id for s in expired}
+
+    def planned_later(sid: str) -> bool:
+        if sid in expired_ids:
+            return False
+        try:
+            return read_plan(fs, root, sid).created_at > newest_commit
+        except CommitError:
+            return False
+
+    in_progress = _cached(planned_later)
     removed_files = []
     for relative, sid in _data_files(fs, root).items():
-        if relative in referenced or sid in kept_ids:
+        if relative in referenced or sid in kept_ids or in_progress(sid):
             continue
-        if sid not in {s.snapshot_id for s in expired}:
-            try:
-                if read_plan(fs, root, sid).created_at > newest_commit:
-                    continue
-            except CommitError:
-                pass
-        fs.rm_file(posixpath.join(root, relative))
+        _remove(fs, posixpath.join(root, relative))
         removed_files.append(relative)
+    for relative, sid in _data_files(fs, root, temporaries=True).items():
+        if sid in kept_ids or not in_progress(sid):  # a kept snapshot is written already
+            remove_temporary(fs, posixpath.join(root, relative))
     for snapshot in expired:
         fs.rm(snapshot_dir(root, snapshot.snapshot_id), recursive=True)
+    for snapshot in kept:
+        _remove_commit_temporaries(fs, root, snapshot.snapshot_id)
     return ExpireResult(
         tuple(s.snapshot_id for s in kept),
         tuple(s.snapshot_id for s in expired),

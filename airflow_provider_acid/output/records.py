@@ -8,6 +8,8 @@ JSON (Airflow XCom, ``plan.json``, ``manifest.json``).
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 import posixpath
 import re
 from collections.abc import Mapping
@@ -33,6 +35,13 @@ class ReconciliationError(CommitError):
 def data_file_name(snapshot_id: str, bucket_id: int, number: int) -> str:
     """The name of a snapshot's ``number``-th data file of one bucket."""
     return f"part-{snapshot_id}-{bucket_id:05d}-{number:04d}.parquet"
+
+
+def _checksum(body: Mapping[str, Any]) -> str:
+    """sha256 of a JSON document's content, the same before and after a JSON round trip."""
+    canonical = json.loads(json.dumps(body, default=str))
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 def _now() -> str:
@@ -212,6 +221,12 @@ class SnapshotPlan:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form stored as ``plan.json``, with a checksum of its content (workers
+        trust what the plan says: :meth:`from_dict` refuses a damaged one)."""
+        body = self._body()
+        return {**body, "checksum": _checksum(body)}
+
+    def _body(self) -> dict[str, Any]:
         return {
             "format": MANIFEST_FORMAT + "-plan",
             "version": MANIFEST_VERSION,
@@ -232,6 +247,12 @@ class SnapshotPlan:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SnapshotPlan:
+        """From :meth:`to_dict`; ValueError if its checksum (when it has one) disagrees."""
+        stored = data.get("checksum")
+        if stored is not None:
+            body = {k: v for k, v in data.items() if k != "checksum"}
+            if stored != _checksum(body):
+                raise ValueError("its checksum does not match its content")
         return cls(
             snapshot_id=data["snapshot_id"],
             out=data["out"],
@@ -339,7 +360,7 @@ class SnapshotResult:
             raise CommitError(f"{manifest_path}: not an {MANIFEST_FORMAT} manifest")
         source = data["source"]
         sid = data["snapshot_id"]
-        return cls(
+        result = cls(
             snapshot_id=sid,
             out=out,
             manifest_path=manifest_path,
@@ -359,6 +380,29 @@ class SnapshotResult:
             previous_snapshot_id=data.get("previous_snapshot_id"),
             newly_committed=newly_committed,
         )
+        result._check_stored(data, manifest_path)
+        return result
+
+    def _check_stored(self, data: Mapping[str, Any], manifest_path: str) -> None:
+        """A manifest repeats its files and totals beside its slices: a damaged one (a changed
+        row count, path or size) disagrees with itself, or its slices do not reconcile."""
+        stored = self.to_dict()
+        for part in ("files", "totals"):
+            if data.get(part) != stored[part]:
+                raise CommitError(f"{manifest_path}: damaged manifest, its {part} disagree")
+        for bucket in self.buckets:
+            try:
+                bucket.check_reconciled()
+            except ReconciliationError as exc:
+                raise CommitError(f"{manifest_path}: damaged manifest ({exc})") from None
+            for file in bucket.files:
+                match = DATA_FILE_NAME.match(file.path.rsplit("/", 1)[-1])
+                owner = bucket.reused_from or self.snapshot_id
+                if match is None or match["snapshot"] not in (owner, self.snapshot_id):
+                    raise CommitError(
+                        f"{manifest_path}: damaged manifest, {file.path} is not a data file "
+                        f"of snapshot {owner}"
+                    )
 
 
 @dataclass(frozen=True)

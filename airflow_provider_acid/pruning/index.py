@@ -37,7 +37,7 @@ import re
 import urllib.parse
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,7 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..acid.storage import write_whole
+from ..acid.storage import remove_temporaries, write_whole
 from .column_types import type_family
 from .stats import ColumnStats, FileStats, StatsError, read_file_stats
 
@@ -222,11 +222,15 @@ def _list_pointers(fs: Any, root: str) -> list[tuple[int, str]]:
 def _load_pointer(fs: Any, root: str) -> tuple[int, list[dict]]:
     """The newest complete version: (version, segments); (0, []) for a new index."""
     pointers = _list_pointers(fs, root)
+    unreadable = []
     for version, path in reversed(pointers):
         try:
             with fs.open(path, "rb") as f:
                 doc = json.loads(f.read().decode("utf-8"))
-        except (ValueError, OSError):
+            if not isinstance(doc, dict):
+                raise ValueError("not a JSON object")
+        except (ValueError, OSError) as exc:
+            unreadable.append(f"{path} ({exc})")
             continue  # being written, or garbage: fall back to the previous one
         if doc.get("format") != FORMAT_NAME:
             raise IndexFormatError(f"{path} is not a column-stats index pointer")
@@ -235,9 +239,17 @@ def _load_pointer(fs: Any, root: str) -> tuple[int, list[dict]]:
                 f"{path} has index format {doc.get('format_version')}; "
                 f"this code reads up to {FORMAT_VERSION}"
             )
-        return version, list(doc.get("segments", []))
+        segments = doc.get("segments", [])
+        if not isinstance(segments, list) or not all(
+            isinstance(s, dict) and isinstance(s.get("id"), str) and "/" not in s["id"]
+            for s in segments
+        ):
+            raise IndexFormatError(f"{path}: damaged index pointer (its segments)")
+        return version, list(segments)
     if pointers:
-        raise IndexFormatError(f"no readable pointer under {root}/_pointers")
+        raise IndexFormatError(
+            f"no readable pointer under {root}/_pointers: {'; '.join(unreadable)}"
+        )
     return 0, []
 
 
@@ -246,22 +258,36 @@ def _column_dir(name: str) -> str:
 
 
 def _write_table(fs: Any, path: str, table: pa.Table) -> None:
-    parent = path.rsplit("/", 1)[0]
-    try:
-        fs.makedirs(parent, exist_ok=True)
-    except Exception:  # object stores have no directories
-        pass
+    """Write an index file whole: serialised in memory, then a hidden temporary renamed into
+    place (locally) or one PUT (object stores); never visible half-written."""
     options: dict[str, Any] = {}
     if ORDINAL in table.column_names:  # mostly 0, 1, 2, ...: a few bytes delta-encoded
         options["use_dictionary"] = [n for n in table.column_names if n != ORDINAL]
         options["column_encoding"] = {ORDINAL: "DELTA_BINARY_PACKED"}
-    with fs.open(path, "wb") as f:
-        pq.write_table(table, f, compression="zstd", **options)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd", **options)
+    write_whole(fs, path, sink.getvalue().to_pybytes())
+
+
+#: What pyarrow raises on a damaged Parquet file (OSError: "Couldn't deserialize thrift").
+_DAMAGED = (pa.ArrowException, OSError, ValueError, KeyError, IndexError, TypeError)
+
+
+def _damaged(path: str, exc: BaseException) -> IndexFormatError:
+    if isinstance(exc, FileNotFoundError):
+        return IndexFormatError(f"{path}: missing, though the index pointer lists it")
+    return IndexFormatError(f"{path}: damaged index file ({type(exc).__name__}: {exc})")
 
 
 def _read_table(fs: Any, path: str, columns: Sequence[str] | None = None) -> pa.Table:
-    with fs.open(path, "rb") as f:
-        return pq.read_table(f, columns=list(columns) if columns else None)
+    try:
+        raw = fs.cat_file(path)
+    except FileNotFoundError as exc:
+        raise _damaged(path, exc) from None
+    try:
+        return pq.read_table(pa.BufferReader(raw), columns=list(columns) if columns else None)
+    except _DAMAGED as exc:
+        raise _damaged(path, exc) from None
 
 
 def _segment_id() -> str:
@@ -433,15 +459,21 @@ def refresh(
     *,
     column_names: Sequence[str] | None = None,
     storage_options: dict | None = None,
-    max_workers: int = 8,
+    max_workers: int = 16,
     gc_grace_seconds: float = 3600.0,
+    scope: Callable[[str], bool] | None = None,
 ) -> RefreshResult:
     """Bring the index at ``index_uri`` in line with ``files`` (read through ``filesystem``).
 
-    Reads footers only for files not indexed yet (same path, size and version), forgets
+    Reads footers only for files not indexed yet (same path, size and version), ``max_workers``
+    at a time (each footer is at most two ranged reads, :mod:`.footers`), forgets
     indexed files not in ``files``, and publishes a new version atomically. Files whose
     statistics cannot be read are left out (and listed in ``failed``): the pruning then
     treats them as unknown and keeps them.
+
+    ``scope``: when ``files`` are those of part of the table only (a partition-scoped
+    listing), True for the paths that part covers; indexed files outside it are kept as they
+    are, neither forgotten nor read again.
     """
     fs, root = _fs(index_uri, storage_options)
     wanted: dict[str, FileKey] = {}
@@ -463,6 +495,9 @@ def refresh(
     for seg, table in zip(segments, seg_files, strict=True):
         tokens = _tokens(table)
         keep = pc.is_in(tokens, value_set=pa.array(sorted(wanted_tokens), pa.string()))
+        if scope is not None:  # what the listing did not cover stays indexed
+            outside = [not scope(p) for p in table.column("path").to_pylist()]
+            keep = pc.or_(keep, pa.array(outside, pa.bool_()))
         n_keep = pc.sum(keep.cast(pa.int64())).as_py() or 0
         indexed_tokens.update(
             t for t, k in zip(tokens.to_pylist(), keep.to_pylist(), strict=True) if k
@@ -484,7 +519,10 @@ def refresh(
 
         def one(key: FileKey) -> FileStats | tuple[str, str]:
             try:
-                return read_file_stats(filesystem, key.path, column_names=column_names)
+                # the listed size saves a HEAD: at most two ranged reads of the footer
+                return read_file_stats(
+                    filesystem, key.path, column_names=column_names, size=key.size or None
+                )
             except StatsError as exc:
                 return (key.path, str(exc))
 
@@ -577,6 +615,7 @@ def _collect_garbage(fs: Any, root: str, current: int, grace_seconds: float) -> 
         for version, path in pointers:
             if version < current - 1:
                 fs.rm(path)
+        remove_temporaries(fs, f"{root}/_pointers")  # of killed refreshes (not live ones)
     except Exception as exc:  # garbage collection must never fail a refresh
         log.warning("column-stats index: garbage collection skipped: %s", exc)
 
@@ -661,14 +700,22 @@ def read_file_stats_table(
 def _read_parquet(fs: Any, path: str, columns: Sequence[str]) -> pa.Table:
     """Some columns of an index file, fetched whole in one request (a reader needs most of
     its bytes anyway) and decoded from memory."""
-    return pq.read_table(pa.BufferReader(fs.cat_file(path)), columns=list(columns))
+    try:
+        raw = fs.cat_file(path)
+    except FileNotFoundError as exc:
+        raise _damaged(path, exc) from None
+    try:
+        return pq.read_table(pa.BufferReader(raw), columns=list(columns))
+    except _DAMAGED as exc:
+        raise _damaged(path, exc) from None
 
 
 class _RecordFile:
     """One segment's stored records of one column: fetched, footer parsed, families counted."""
 
-    def __init__(self, file: pq.ParquetFile, ordinals: bool) -> None:
+    def __init__(self, file: pq.ParquetFile, ordinals: bool, path: str = "") -> None:
         self.file = file
+        self.path = path
         self.ordinals = ordinals and ORDINAL in file.schema_arrow.names
         self.family = file.read(columns=["family"]).column("family")  # dictionary-encoded
         self.families = _family_counts(self.family)
@@ -678,17 +725,27 @@ class _RecordFile:
         d = seg.get("columns", {}).get(col)
         if d is None:
             return None
-        data = fs.cat_file(f"{base}/{d}/stats.parquet")
-        file = pq.ParquetFile(pa.BufferReader(data), read_dictionary=["family"])
-        return cls(file, bool(seg.get("file_ordinals")))
+        path = f"{base}/{d}/stats.parquet"
+        try:
+            data = fs.cat_file(path)
+        except FileNotFoundError as exc:
+            raise _damaged(path, exc) from None
+        try:
+            file = pq.ParquetFile(pa.BufferReader(data), read_dictionary=["family"])
+            return cls(file, bool(seg.get("file_ordinals")), path)
+        except _DAMAGED as exc:
+            raise _damaged(path, exc) from None
 
     def read(self, family: str | None) -> pa.Table:
         """The key (``file_ordinal``, else ``path``), the counts and ``family``'s min/max."""
         names = [ORDINAL if self.ordinals else "path", *_COUNT_COLUMNS]
         if family is not None:
             names += [f"min_{_SUFFIX[family]}", f"max_{_SUFFIX[family]}"]
-        table = self.file.read(columns=names).append_column("family", self.family)
-        return _family_values(table, family, self.families)
+        try:
+            table = self.file.read(columns=names).append_column("family", self.family)
+            return _family_values(table, family, self.families)
+        except _DAMAGED as exc:
+            raise _damaged(self.path, exc) from None
 
 
 def _family_counts(family: pa.ChunkedArray | pa.Array) -> Counter:
