@@ -18,6 +18,7 @@ from .cli_progress import is_terminal, progress_line
 if TYPE_CHECKING:
     from .acid.source import TableSource
     from .output import SnapshotResult
+    from .output.sinks import Publication
 
 COMPACT_FORMAT = "airflow-acid/compact"
 
@@ -106,7 +107,14 @@ def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    snapshot = resolve_snapshot(_source(args))
+    from .acid.partition_listing import resolve_partition_specs
+
+    # storage-only, only the partition folders --partition names are listed
+    source = _source(args, partitions=args.partition)
+    if args.partition:
+        snapshot = resolve_partition_specs(source, args.partition).snapshot
+    else:
+        snapshot = resolve_snapshot(source)
     if args.json:
         print(json.dumps(snapshot_to_dict(snapshot), indent=2))
     else:
@@ -127,9 +135,12 @@ def _byte_size(text: str) -> int:
     return int(number) * factor
 
 
-def compact_summary(result: SnapshotResult) -> dict[str, Any]:
-    """The stable ``--json`` form of ``compact``: the manifest plus where it is."""
-    return {
+def compact_summary(
+    result: SnapshotResult, publication: Publication | None = None
+) -> dict[str, Any]:
+    """The stable ``--json`` form of ``compact``: the manifest plus where it is; with a
+    table-format sink, its block (``"iceberg"`` or ``"delta"``) too."""
+    summary = {
         "format": COMPACT_FORMAT,
         "version": 1,
         "out": result.out,
@@ -137,6 +148,78 @@ def compact_summary(result: SnapshotResult) -> dict[str, Any]:
         "newly_committed": result.newly_committed,
         "manifest": result.to_dict(),
     }
+    if publication is not None and publication.output_format != "parquet":
+        summary["output_format"] = publication.output_format
+        summary["newly_published"] = publication.newly_published
+        summary[publication.output_format] = dict(publication.details)
+    return summary
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` (for ``--iceberg-catalog``)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE (e.g. type=rest)")
+    return key.strip(), value.strip()
+
+
+def _sink_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The table-format sink's options from ``--iceberg-*`` / ``--delta-*``; options of
+    another format than ``--format`` are refused, named."""
+    fmt = args.output_format
+    iceberg: dict[str, Any] = {}
+    if args.iceberg_catalog:
+        iceberg["catalog"] = dict(args.iceberg_catalog)
+    if args.iceberg_table:
+        iceberg["table"] = args.iceberg_table
+    if args.iceberg_catalog_name:
+        iceberg["catalog_name"] = args.iceberg_catalog_name
+    delta: dict[str, Any] = {}
+    if args.delta_uri:
+        delta["uri"] = args.delta_uri
+    for name, given in (("iceberg", iceberg), ("delta", delta)):
+        if given and fmt != name:
+            keys = ("catalog", "table", "catalog_name")
+            flags = ", ".join(f"--{name}-{k.replace('_', '-')}" for k in keys if k in given)
+            raise ValueError(f"{flags or '--delta-uri'} belong(s) with --format {name}")
+    return iceberg if fmt == "iceberg" else delta if fmt == "delta" else {}
+
+
+def _add_format_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--format`` and the table-format sinks' options."""
+    from .output.sinks import DEFAULT_OUTPUT_FORMAT, OUTPUT_FORMATS
+
+    group = parser.add_argument_group("output format (the Parquet folder, or a table over it)")
+    group.add_argument(
+        "--format",
+        dest="output_format",
+        choices=OUTPUT_FORMATS,
+        default=DEFAULT_OUTPUT_FORMAT,
+        help="parquet (the folder and its manifests, the default), or also publish the "
+        "snapshot as an Iceberg or a Delta Lake table over the same files",
+    )
+    group.add_argument(
+        "--iceberg-catalog",
+        action="append",
+        type=_key_value,
+        metavar="KEY=VALUE",
+        help="a pyiceberg catalog property (repeatable), e.g. type=rest uri=http://...; "
+        "default: an SQL catalog on SQLite in OUT_URI/_iceberg/catalog.db",
+    )
+    group.add_argument(
+        "--iceberg-table",
+        metavar="NS.NAME",
+        help="the Iceberg table (default acid.<source table name>)",
+    )
+    group.add_argument(
+        "--iceberg-catalog-name",
+        metavar="NAME",
+        help="the catalog's name for pyiceberg (default acid; an SQL catalog keeps its tables "
+        "under this name, and Java's JdbcCatalog finds them under the same name)",
+    )
+    group.add_argument(
+        "--delta-uri", metavar="URI", help="the Delta table's location (default: OUT_URI)"
+    )
 
 
 def format_compaction(result: SnapshotResult) -> str:
@@ -171,7 +254,12 @@ def format_compaction(result: SnapshotResult) -> str:
 
 def _compact(args: argparse.Namespace) -> int:
     from .acid.compaction import CompactionOptions, compact_table
+    from .output.sinks import check_sink
 
+    sink_options = _sink_options(args)
+    check_sink(  # bad sink options fail before any work
+        args.output_format, args.out, options=sink_options, timestamp_unit=args.timestamp_unit
+    )
     options = CompactionOptions(
         compression=args.compression,
         target_file_size=args.target_file_size,
@@ -204,11 +292,30 @@ def _compact(args: argparse.Namespace) -> int:
                 progress=progress,
             )
     _warn_left_out(args, result.warnings)
+    publication = None
+    if args.output_format != "parquet":
+        from .output.sinks import publish_snapshot
+
+        publication = publish_snapshot(
+            result, args.output_format, out_uri=args.out, options=sink_options
+        ).publication
     if args.json:
-        print(json.dumps(compact_summary(result), indent=2))
+        print(json.dumps(compact_summary(result, publication), indent=2))
     else:
         print(format_compaction(result))
+        if publication is not None:
+            print(format_publication(publication))
     return 0
+
+
+def format_publication(publication: Publication) -> str:
+    """One line naming the table a snapshot was published to."""
+    state = "published now" if publication.newly_published else "already published"
+    version = "snapshot" if publication.output_format == "iceberg" else "version"
+    return (
+        f"{publication.output_format:<10} {publication.asset_uri}  "
+        f"({version} {publication.table_version}, {state})"
+    )
 
 
 @contextmanager
@@ -226,9 +333,10 @@ def _read_transaction(args: argparse.Namespace) -> Iterator[int | None]:
 
 
 def _expire(args: argparse.Namespace) -> int:
-    from .output import expire_snapshots
+    from .output.sinks import open_sink
 
-    result = expire_snapshots(args.out_uri, keep=args.keep)
+    sink = open_sink(args.output_format, args.out_uri, options=_sink_options(args))
+    result = sink.expire(args.keep)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
@@ -251,6 +359,7 @@ def _add_expire(commands: Any, common: argparse.ArgumentParser) -> None:
     expire.add_argument(
         "--keep", type=int, default=1, metavar="N", help="snapshots to keep (default: 1)"
     )
+    _add_format_arguments(expire)
     expire.add_argument("--json", action="store_true", help="stable JSON output for scripts")
     expire.set_defaults(run=_expire)
 
@@ -316,21 +425,31 @@ def _add_compact(commands: Any, common: argparse.ArgumentParser) -> None:
     compact.add_argument(
         "--ignore-unrecognised", action="store_true", help=_IGNORE_UNRECOGNISED_HELP
     )
+    _add_format_arguments(compact)
     compact.add_argument("--json", action="store_true", help="stable JSON output for scripts")
     compact.set_defaults(run=_compact)
 
 
 def _index(args: argparse.Namespace) -> int:
     from .acid.listing import resolve_filesystem
+    from .acid.partition_listing import resolve_partition_specs
     from .pruning.manifest import default_index_uri, refresh_index
 
-    source = _source(args)
+    source = _source(args, partitions=args.partition)
     fs, root = resolve_filesystem(source.location)
-    snapshot = resolve_snapshot(source, filesystem=fs)
+    # with --partition, only those partitions are listed and refreshed; the others stay indexed
+    scoped = resolve_partition_specs(source, args.partition, filesystem=fs)
+    snapshot = scoped.snapshot
     index_uri = args.index or default_index_uri(args.out or f"{root.rstrip('/')}_acid")
     from .acid.rows import table_columns
 
-    result = refresh_index(snapshot, fs, index_uri, table_columns=table_columns(snapshot, fs).names)
+    result = refresh_index(
+        snapshot,
+        fs,
+        index_uri,
+        table_columns=table_columns(snapshot, fs).names,
+        scope=scoped.scope(fs),
+    )
     summary = {
         "format": "airflow-acid/index",
         "version": 1,
@@ -439,6 +558,13 @@ def _add_index_and_manifest(commands: Any, common: argparse.ArgumentParser) -> N
         metavar="OUT_URI",
         help="output root whose _index folder holds the index (default: TABLE_URI_acid)",
     )
+    index.add_argument(
+        "--partition",
+        action="append",
+        metavar="K=V[/K=V]",
+        help="refresh only this partition, the only one listed; the others stay indexed "
+        "(repeatable; a partial spec matches every partition under it)",
+    )
     index.add_argument("--json", action="store_true", help="stable JSON output for scripts")
     index.set_defaults(run=_index)
 
@@ -520,6 +646,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_table_arguments(inspect)
     inspect.add_argument(
         "--insert-only", action="store_true", help="the table is insert-only (no ACID columns)"
+    )
+    inspect.add_argument(
+        "--partition",
+        action="append",
+        metavar="K=V[/K=V]",
+        help="only this partition, the only one listed (repeatable; a partial spec matches "
+        "every partition under it)",
     )
     inspect.add_argument("--json", action="store_true", help="stable JSON output for scripts")
     inspect.set_defaults(run=_inspect)

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from airflow.sdk import Asset
+
 from airflow_provider_acid.operators.acid import (
     AcidCommitSnapshotOperator,
     AcidCompactOperator,
@@ -20,6 +22,7 @@ from airflow_provider_acid.operators.acid import (
     AcidPublishPruningMetricsOperator,
     AcidSliceManifestOperator,
 )
+from airflow_provider_acid.output.sinks import table_asset_uri
 
 # Every slice may be reused from the previous snapshot, leaving no mapped compact task; the
 # commit and the metrics still run then (and not when something failed).
@@ -61,6 +64,8 @@ def acid_snapshot_tasks(
     manifest_kwargs: dict[str, Any] | None = None,
     compact_kwargs: dict[str, Any] | None = None,
     ignore_unrecognised: bool = False,
+    output_format: str = "parquet",
+    sink_options: dict[str, Any] | None = None,
 ) -> AcidSnapshotTasks:
     """Add the snapshot chain to the DAG or TaskGroup being defined and return its tasks.
 
@@ -78,6 +83,12 @@ def acid_snapshot_tasks(
     ``compact_kwargs`` to the mapped :class:`AcidCompactOperator` (e.g. ``retries``, ``pool``).
     ``ignore_unrecognised`` lets the manifest and the plan leave out files that cannot be
     placed in any slice (by default they fail the manifest task, named).
+
+    ``output_format`` (``parquet``, ``iceberg`` or ``delta``) and ``sink_options`` go to the
+    commit task, which then also publishes the snapshot as a table over the same files (see
+    ``output.sinks``). With a table format and no ``outlets``, the commit's outlet is the
+    table's asset (``iceberg://...`` or the Delta table's URI), when ``output_uri`` is not a
+    template; its events carry the table's snapshot id or version in their extra.
     """
     manifest = AcidSliceManifestOperator(
         task_id="manifest",
@@ -111,8 +122,11 @@ def acid_snapshot_tasks(
         snapshot_id=plan.output["snapshot_id"],
         bucket_results=compact.output,
         acid_conn_id=acid_conn_id,
-        outlets=list(outlets),
+        outlets=list(outlets)
+        or _table_outlets(output_format, output_uri, sink_options, table, table_uri),
         keep_snapshots=keep_snapshots,
+        output_format=output_format,
+        sink_options=sink_options,
         trigger_rule=AFTER_MAPPED_COMPACTION,
     )
     publish_metrics = AcidPublishPruningMetricsOperator(
@@ -123,3 +137,19 @@ def acid_snapshot_tasks(
         trigger_rule=AFTER_MAPPED_COMPACTION,
     )
     return AcidSnapshotTasks(manifest, plan, compact, commit, publish_metrics)
+
+
+def _table_outlets(
+    output_format: str,
+    output_uri: str,
+    sink_options: dict[str, Any] | None,
+    table: str | None,
+    table_uri: str | None,
+) -> list[Any]:
+    """The table-format table as the commit's asset (none for parquet or templated names)."""
+    if any("{{" in str(v) for v in (output_format, output_uri, table, table_uri, sink_options)):
+        return []
+    uri = table_asset_uri(
+        output_format, output_uri, options=sink_options, table=table, table_uri=table_uri
+    )
+    return [Asset(uri)] if uri else []

@@ -36,6 +36,9 @@ def metrics_record(
             **dict(snapshot.get("totals", {})),
             "partitions": dict(snapshot.get("partitions", {})),
         }
+        if snapshot.get("output_format"):  # published as a table: its snapshot id or version
+            record["compaction"]["output_format"] = snapshot["output_format"]
+            record["compaction"]["table_version"] = snapshot.get("table_version")
     else:
         record["compaction"] = None
     return record
