@@ -19,7 +19,7 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint
+test: lint chromium strace
 	$(BIN)/pytest
 
 demo: install
@@ -27,6 +27,17 @@ demo: install
 
 clean:
 	rm -rf $(VENV) $(DEMO) .pytest_cache .ruff_cache .hypothesis
+
+# Kill -9 and SIGTERM at random points of a CLI compaction, a mapped compaction task
+# (`airflow tasks test`, temporary AIRFLOW_HOME on SQLite) and a commit, then check the output
+# folder (scripts/chaos.py; README "Reliability"). CHAOS_N trials; CHAOS_MODES a subset of
+# cli,task,commit (CI runs cli,commit: a task trial spends a minute starting Airflow).
+.PHONY: chaos
+CHAOS_N ?= 100
+CHAOS_MODES ?= cli,task,commit
+
+chaos: install
+	$(BIN)/python scripts/chaos.py --trials $(CHAOS_N) --modes $(CHAOS_MODES)
 
 # End-to-end runs of a real Airflow 3 on 127.0.0.1 (scripts/e2e*.py; see the README).
 # E2E_ARGS passes arguments, e.g. `make e2e E2E_ARGS=--probe` runs the self-check DAG.
@@ -42,8 +53,23 @@ e2e-distributed: install
 
 # Validates docker-compose.yaml against Compose's own schema (no Docker engine needed): Debian's
 # docker-compose (v1.29) is installed when absent. tests/test_docker_compose.py checks the rest.
-.PHONY: compose-check
+.PHONY: compose-check chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
+
+# Debian's chromium, for the pruning report's browser test (tests/provider/test_report_browser.py):
+# installed when absent; the test skips, saying why, only if this could not install it.
+chromium:
+	command -v chromium >/dev/null || { $(SUDO) apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends chromium; } \
+	  || echo "chromium could not be installed: the browser test will skip"
+
+# Debian's strace, for the directory-read count of a one-partition manifest
+# (tests/acid/test_partition_listing.py): installed when absent; the test skips without it.
+.PHONY: strace
+strace:
+	command -v strace >/dev/null || { $(SUDO) apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends strace; } \
+	  || echo "strace could not be installed: the getdents64 test will skip"
 
 compose-check:
 	command -v docker-compose >/dev/null || { $(SUDO) apt-get update -q && \

@@ -5,6 +5,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 _INTEGRATION = "Hive ACID"
+_METASTORE = "Hive Metastore (ACID)"
 
 
 def get_provider_info() -> dict:
@@ -13,48 +14,72 @@ def get_provider_info() -> dict:
         "package-name": "airflow-provider-acid",
         "name": "Hive ACID",
         "description": "Hive ACID tables to clean, query-ready Parquet snapshots, straight "
-        "from storage: pruned slice manifests, per-bucket compaction, sensors for new deltas.",
+        "from storage: pruned slice manifests, per-bucket compaction, sensors and asset "
+        "watchers for new writes, OpenLineage events from every operator.",
         "versions": [__version__],
         "integrations": [
             {
                 "integration-name": _INTEGRATION,
                 "external-doc-url": "https://cwiki.apache.org/confluence/display/Hive/Hive+Transactions",
                 "tags": ["apache"],
-            }
+            },
+            {
+                "integration-name": _METASTORE,
+                "external-doc-url": "https://cwiki.apache.org/confluence/display/Hive/AdminManual+Metastore+3.0+Administration",
+                "tags": ["apache"],
+            },
         ],
+        # Airflow lists modules; the classes each holds are in its docstring and the README:
+        # hooks AcidHook (connection "acid"), AcidMetastoreHook ("hive_metastore").
         "hooks": [
             {
                 "integration-name": _INTEGRATION,
-                "python-modules": [
-                    "airflow_provider_acid.hooks.acid",
-                    "airflow_provider_acid.hooks.metastore",
-                ],
-            }
+                "python-modules": ["airflow_provider_acid.hooks.acid"],
+            },
+            {
+                "integration-name": _METASTORE,
+                "python-modules": ["airflow_provider_acid.hooks.metastore"],
+            },
         ],
+        # AcidSliceManifestOperator, AcidPlanSnapshotOperator, AcidCompactOperator,
+        # AcidCommitSnapshotOperator, AcidPublishPruningMetricsOperator (each with OpenLineage
+        # facets); acid_snapshot_tasks wires them.
         "operators": [
             {
                 "integration-name": _INTEGRATION,
-                "python-modules": ["airflow_provider_acid.operators.acid"],
-            }
-        ],
-        "sensors": [
-            {
-                "integration-name": _INTEGRATION,
                 "python-modules": [
-                    "airflow_provider_acid.sensors.acid",
-                    "airflow_provider_acid.sensors.metastore",
+                    "airflow_provider_acid.operators.acid",
+                    "airflow_provider_acid.operators.snapshot_tasks",
                 ],
             }
         ],
+        # AcidDeltaSensor (storage), AcidMetastoreWriteSensor (committed writes)
+        "sensors": [
+            {
+                "integration-name": _INTEGRATION,
+                "python-modules": ["airflow_provider_acid.sensors.acid"],
+            },
+            {
+                "integration-name": _METASTORE,
+                "python-modules": ["airflow_provider_acid.sensors.metastore"],
+            },
+        ],
+        # AcidDeltaTrigger, AcidMetastoreWriteTrigger (deferred sensors); in events,
+        # AcidDeltaEventTrigger and AcidMetastoreWriteEventTrigger (asset watchers)
         "triggers": [
             {
                 "integration-name": _INTEGRATION,
                 "python-modules": [
                     "airflow_provider_acid.triggers.acid",
-                    "airflow_provider_acid.triggers.metastore",
+                    "airflow_provider_acid.triggers.events",
                 ],
-            }
+            },
+            {
+                "integration-name": _METASTORE,
+                "python-modules": ["airflow_provider_acid.triggers.metastore"],
+            },
         ],
+        "extra-links": ["airflow_provider_acid.operators.links.AcidPruningReportLink"],
         "connection-types": [
             {
                 "hook-class-name": "airflow_provider_acid.hooks.acid.AcidHook",

@@ -25,6 +25,12 @@ left open, their files on storage), and triggers the DAG with ``{"table", "metas
 triggerer until the script commits a write in the metastore, and the snapshot must hold exactly
 the committed rows of the write-id list the manifest pinned.
 
+With the default DAGs folder, ``acid_snapshot_on_change`` watches a third demo table through
+an asset watcher (scripts/_e2e_watcher.py): once the script writes a delete delta there, a run
+must appear that nobody triggered (``asset_triggered``, its asset event the trigger's, naming
+the new folder) and snapshot the table. The manifest tasks' "Pruning report" links must answer
+the report page from the API server, with the commit's rows.
+
 Exits 0 only if every step passed; stops every process it started in every case; keeps the
 temporary folder (logs under ``logs/``) when a step failed or with ``--keep``.
 """
@@ -66,6 +72,14 @@ from _e2e_common import (
     wait_for_dag,
     wait_for_defer_exit_event,
     wait_for_health,
+)
+from _e2e_lineage import check_lineage, lineage_env
+from _e2e_watcher import (
+    ON_CHANGE_DAG_ID,
+    check_report_link,
+    prepare_watched_table,
+    reports_plugin_env,
+    run_on_change,
 )
 
 DEFAULT_DAG_ID = "acid_snapshot_on_demand"
@@ -290,7 +304,7 @@ def run_by_name(
     services: Services,
     table: MetastoreTable,
     output_uri: str,
-) -> None:
+) -> WatchedRun:
     """The on-demand DAG by name: its sensor waits in the triggerer for a commit in the
     metastore, which the script makes once it sees the sensor deferred; the snapshot must hold
     exactly the committed rows of the view the manifest pinned (no aborted, no open write)."""
@@ -322,6 +336,24 @@ def run_by_name(
         f"by name: {expected.num_rows:,} committed rows of {snapshot.write_ids} "
         f"({table.rows_on_storage:,} rows on storage, aborted and open writes included)"
     )
+    return run
+
+
+def check_run_lineage(workdir: Path, run: WatchedRun, table: str, metastore: str | None) -> None:
+    """The run's OpenLineage events (scripts/_e2e_lineage.py): the table by location, or by
+    name through ``metastore``; the output folder; the rows the snapshot holds."""
+    from _e2e_common import read_snapshot_rows
+
+    from airflow_provider_acid.operators.lineage import hive_naming, location_naming
+
+    output_uri = run.conf["output_uri"]
+    check_lineage(
+        workdir,
+        run,
+        table=hive_naming(metastore, table) if metastore else location_naming(table),
+        output=location_naming(output_uri),
+        rows=read_snapshot_rows(output_uri).num_rows,
+    )
 
 
 def run_e2e(args: argparse.Namespace, workdir: Path, services: Services) -> None:
@@ -343,6 +375,16 @@ def _run_e2e(
     table, conf = prepare_table_and_conf(args, workdir)
     named = None
     extra_env = {"AIRFLOW__ACID__ALLOWED_URI_PREFIXES": f"{workdir}/"}
+    # a loaded two-core machine can take longer than the default 30 s to import a DAG file
+    # in a task's process (the task is then rescheduled, again and again)
+    extra_env["AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT"] = "120"
+    extra_env.update(lineage_env(workdir))  # OpenLineage events to WORKDIR/lineage/
+    default_run = not args.probe and args.dag_id == DEFAULT_DAG_ID
+    watched = None
+    if default_run and args.dags_folder == DEFAULT_DAGS:  # acid_snapshot_on_change's table
+        watched, watch_env = prepare_watched_table(workdir, args.rows_per_bucket)
+        extra_env.update(watch_env)
+    extra_env.update(reports_plugin_env(workdir / "airflow"))  # the pruning reports app
     if metastore is not None:
         named = make_metastore_table(metastore, workdir / "warehouse" / "e2e", args.rows_per_bucket)
         host, port = metastore.removeprefix("thrift://").rsplit(":", 1)
@@ -379,8 +421,16 @@ def _run_e2e(
         )
         prove_deferred(api, run, args.deferred_task)
         check_outputs(args, run, table)
+        if not args.probe and args.dag_id == DEFAULT_DAG_ID:
+            check_run_lineage(workdir, run, run.conf["table_uri"], None)
+        if default_run:
+            check_report_link(api, args.dag_id, run.run_id)
+        if watched is not None:
+            on_change = run_on_change(api, services, watched, args.timeout)
+            check_report_link(api, ON_CHANGE_DAG_ID, on_change["dag_run_id"])
         if named is not None:
-            run_by_name(args, api, services, named, str(workdir / "output" / "by_name"))
+            named_run = run_by_name(args, api, services, named, str(workdir / "output" / "by_name"))
+            check_run_lineage(workdir, named_run, named.name, metastore)
     finally:
         api.close()
 

@@ -44,6 +44,12 @@ from ..acid.source import TableSource
 from ..hooks.acid import AcidHook
 from ..hooks.metastore import AcidMetastoreHook
 from ..output import BucketResult, commit_snapshot, expire_snapshots
+from ..output.sinks import (
+    DEFAULT_OUTPUT_FORMAT,
+    check_output_format,
+    check_sink,
+    publish_snapshot,
+)
 from ..pruning.manifest import compute_manifest, default_index_uri, write_manifest
 from ..pruning.metrics import (
     format_record,
@@ -51,7 +57,11 @@ from ..pruning.metrics import (
     snapshot_summary,
     write_metrics_record,
 )
+from ..pruning.report import add_snapshot, build_report, report_uri_for, write_report
 from ..pruning.snapshots import compact_manifest, compact_planned_slice, plan_from_manifest
+from . import lineage
+from .lineage import OpenLineageMixin
+from .links import REPORT_CONN_XCOM_KEY, REPORT_XCOM_KEY, AcidPruningReportLink
 
 METRIC_PREFIX = "acid"
 
@@ -144,12 +154,36 @@ def _log_warnings(task: Any, warnings: Sequence[str]) -> None:
         task.log.warning("%s", warning)
 
 
+def _slice_lineage(hook: AcidHook, out: str, result: BucketResult) -> lineage.RunLineage:
+    """A mapped task's lineage: its plan names the table and the columns."""
+    from ..acid.listing import resolve_filesystem
+    from ..output import read_plan
+
+    fs, root = resolve_filesystem(out, storage_options=hook.storage_options)
+    return lineage.slice_lineage(read_plan(fs, root, result.snapshot_id), result, out)
+
+
+def _arguments_lineage(task: Any) -> lineage.RunLineage | None:
+    """The table a task names in its arguments (before it runs): by name, the metastore
+    connection's ``hive://HOST:PORT``; by location, the storage location."""
+    table_uri = _none_if_blank(getattr(task, "table_uri", None))
+    table = _none_if_blank(getattr(task, "table", None))
+    if table:
+        conn_id = _none_if_blank(getattr(task, "metastore_conn_id", None))
+        hook = AcidMetastoreHook(conn_id or AcidMetastoreHook.default_conn_name)
+        return lineage.named_table_lineage(hook.uri, table)
+    if table_uri:
+        hook = AcidHook(getattr(task, "acid_conn_id", None))
+        return lineage.location_lineage(hook.resolve_uri(table_uri))
+    return None
+
+
 def _manifest_uri(output_uri: str, run_id: str | None) -> str:
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in (run_id or "manual"))
     return posixpath.join(output_uri.rstrip("/"), "_manifests", f"{safe}.json")
 
 
-class AcidSliceManifestOperator(BaseOperator):
+class AcidSliceManifestOperator(OpenLineageMixin, BaseOperator):
     """Writes the pruned slice manifest of a predicate and returns a small summary.
 
     The summary (XCom) is ``{"manifest_uri", "table_uri", "table_name", "metastore",
@@ -174,8 +208,14 @@ class AcidSliceManifestOperator(BaseOperator):
         each file left out.
     :param bucketing: ``{"columns": [...], "buckets": n, "version": 1 | 2}`` for bucket
         pruning of a table read by location (by name, the metastore's bucketing is used).
+    :param report: write the pruning report next to the manifest (``<manifest>.html``: every
+        slice kept or pruned and why, files and bytes kept, the skipping ratio per partition;
+        :mod:`~airflow_provider_acid.pruning.report`); the summary's ``report_uri`` (and XCom
+        ``report_uri``) names it and the task's "Pruning report" link opens it. The commit
+        task adds its rows per partition to it.
     """
 
+    operator_extra_links = (AcidPruningReportLink(),)
     template_fields: Sequence[str] = (
         "table_uri",
         "table",
@@ -209,11 +249,13 @@ class AcidSliceManifestOperator(BaseOperator):
         acid_conn_id: str | None = None,
         ignore_unrecognised: bool = False,
         bucketing: Mapping[str, Any] | None = None,
+        report: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.ignore_unrecognised = ignore_unrecognised
         self.bucketing = bucketing
+        self.report = report
         self.table_uri = table_uri
         self.table = table
         self.metastore_conn_id = metastore_conn_id
@@ -227,6 +269,9 @@ class AcidSliceManifestOperator(BaseOperator):
         self.granularity = granularity
         self.partition_types = partition_types
         self.acid_conn_id = acid_conn_id
+
+    def _lineage_on_start(self) -> lineage.RunLineage | None:
+        return _arguments_lineage(self)
 
     def execute(self, context: Any) -> dict[str, Any]:
         table_uri, table, conn_id = _table_arguments(
@@ -259,9 +304,21 @@ class AcidSliceManifestOperator(BaseOperator):
             index_storage_options=hook.storage_options,
             ignore_unrecognised=bool(self.ignore_unrecognised),
             bucketing=self.bucketing,
+            explain=bool(self.report),
         )
         uri = self.manifest_uri or _manifest_uri(output_uri, context.get("run_id"))
         path = write_manifest(manifest, hook.resolve_uri(uri), hook.storage_options)
+        report_uri = None
+        if self.report:
+            report_uri = write_report(
+                build_report(manifest, path), report_uri_for(path), hook.storage_options
+            )
+            self.log.info("Pruning report %s", report_uri)
+            ti = context.get("ti") if hasattr(context, "get") else None
+            if ti is not None:
+                ti.xcom_push(key=REPORT_XCOM_KEY, value=report_uri)
+                ti.xcom_push(key=REPORT_CONN_XCOM_KEY, value=self.acid_conn_id)
+        self._keep_lineage(lambda: lineage.manifest_lineage(manifest, path))
         _log_warnings(self, manifest.warnings)
         metrics = manifest.metrics.to_dict()
         self.log.info(
@@ -284,10 +341,11 @@ class AcidSliceManifestOperator(BaseOperator):
             "slice_keys": manifest.slice_keys,
             "metrics": metrics,
             "warnings": list(manifest.warnings),
+            "report_uri": report_uri,
         }
 
 
-class AcidPlanSnapshotOperator(BaseOperator):
+class AcidPlanSnapshotOperator(OpenLineageMixin, BaseOperator):
     """Plans the snapshot of a manifest's kept slices: fixes its id and output schema.
 
     Returns the list of slice keys to compute, to map :class:`AcidCompactOperator` over
@@ -344,6 +402,8 @@ class AcidPlanSnapshotOperator(BaseOperator):
                     ignore_unrecognised=bool(self.ignore_unrecognised),
                 ),
             )
+        out_uri = hook.resolve_uri(self.output_uri)
+        self._keep_lineage(lambda: lineage.plan_lineage(plan, out_uri))
         to_compute = list(plan.keys_to_compute)
         reused = [k for k in plan.slice_keys if k not in set(to_compute)]
         self.log.info(
@@ -359,7 +419,7 @@ class AcidPlanSnapshotOperator(BaseOperator):
         return to_compute
 
 
-class AcidCompactOperator(BaseOperator):
+class AcidCompactOperator(OpenLineageMixin, BaseOperator):
     """Compacts one slice of a planned snapshot, or a whole snapshot.
 
     Mapped over a plan's slices (``.partial(output_uri=..., snapshot_id=...)
@@ -379,6 +439,8 @@ class AcidCompactOperator(BaseOperator):
     (kept alive by heartbeats) while it reads, so Hive's Cleaner keeps the files it reads.
     Files of the table that cannot be placed in any slice fail it, named, unless
     ``ignore_unrecognised``: the snapshot's warnings then name each file left out.
+    ``output_format`` and ``sink_options`` publish the whole snapshot as on
+    :class:`AcidCommitSnapshotOperator`.
     """
 
     template_fields: Sequence[str] = (
@@ -392,6 +454,8 @@ class AcidCompactOperator(BaseOperator):
         "valid_write_ids",
         "acid_conn_id",
         "keep_snapshots",
+        "output_format",
+        "sink_options",
     )
 
     def __init__(
@@ -409,9 +473,13 @@ class AcidCompactOperator(BaseOperator):
         acid_conn_id: str | None = None,
         keep_snapshots: int | str | None = None,
         ignore_unrecognised: bool = False,
+        output_format: str = DEFAULT_OUTPUT_FORMAT,
+        sink_options: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.output_format = _output_format_argument(output_format)
+        self.sink_options = sink_options
         self.ignore_unrecognised = ignore_unrecognised
         self.output_uri = output_uri
         self.snapshot_id = snapshot_id
@@ -425,10 +493,20 @@ class AcidCompactOperator(BaseOperator):
         self.partition_types = partition_types
         self.acid_conn_id = acid_conn_id
 
+    def _lineage_on_start(self) -> lineage.RunLineage | None:
+        return None if self.slice_key is not None else _arguments_lineage(self)
+
     def execute(self, context: Any) -> dict[str, Any]:
         hook = AcidHook(self.acid_conn_id)
         out = hook.resolve_uri(self.output_uri)
         keep = _keep_count(self.keep_snapshots)  # a bad value fails before any work
+        if self.slice_key is None:  # bad sink options fail before the whole snapshot's work
+            check_sink(
+                self.output_format,
+                out,
+                options=self.sink_options,
+                storage_options=hook.storage_options,
+            )
         if self.slice_key is not None:
             if not self.snapshot_id:
                 raise ValueError("slice_key needs snapshot_id (the plan's snapshot id)")
@@ -438,6 +516,7 @@ class AcidCompactOperator(BaseOperator):
                 result = compact_planned_slice(
                     out, self.snapshot_id, self.slice_key, storage_options=hook.storage_options
                 )
+            self._keep_lineage(lambda: _slice_lineage(hook, out, result))
             self.log.info(
                 "Slice %s: %d rows read, %d deleted, %d written",
                 self.slice_key,
@@ -463,10 +542,10 @@ class AcidCompactOperator(BaseOperator):
             result = self._compact_table(hook, out, options)
         else:
             raise ValueError("give slice_key (mapped), manifest_uri, table_uri or table")
+        self._keep_lineage(lambda: lineage.snapshot_lineage(result, out))
         _log_warnings(self, result.warnings)
         summary = snapshot_summary(result)
-        _publish_asset_events(context, self.outlets, summary)
-        return _expire_older(self, hook, keep, summary)
+        return _publish_and_expire(self, context, hook, result, keep, summary)
 
     def _compact_table(self, hook: AcidHook, out: str, options: CompactionOptions) -> Any:
         """The whole snapshot in this process; by name inside a read transaction."""
@@ -497,6 +576,64 @@ class AcidCompactOperator(BaseOperator):
             )
         self.log.info("Read transaction %s committed", txn.txn_id)
         return result
+
+
+def _output_format_argument(value: str) -> str:
+    """``output_format`` checked at DAG parse time, unless it is a template."""
+    return value if "{{" in str(value) else check_output_format(value)
+
+
+def _publish_and_expire(
+    task: Any,
+    context: Any,
+    hook: AcidHook,
+    result: Any,
+    keep: int | None,
+    summary: dict[str, Any],
+) -> dict[str, Any]:
+    """After the manifest's commit: publish the snapshot with the task's ``output_format``
+    (an Iceberg or Delta commit over the same files), add the asset events, then expire all
+    but the newest ``keep`` snapshots through the same sink (None: keep all)."""
+    output_format = check_output_format(task.output_format)
+    if output_format == DEFAULT_OUTPUT_FORMAT:
+        _publish_asset_events(context, task.outlets, summary)
+        return _expire_older(task, hook, keep, summary)
+    published = publish_snapshot(
+        result,
+        output_format,
+        out_uri=hook.resolve_uri(task.output_uri),
+        options=task.sink_options,
+        storage_options=hook.storage_options,
+        keep=keep,
+    )
+    publication = published.publication
+    # OpenLineage: the output is the published Iceberg or Delta table, not the folder
+    out_uri = hook.resolve_uri(task.output_uri)
+    task._keep_lineage(lambda: lineage.snapshot_lineage(result, out_uri, publication))
+    summary = {**summary, **published.summary_fields()}
+    task.log.info(
+        "Snapshot %s %s as %s (table version %s)",
+        result.snapshot_id,
+        "published" if publication.newly_published else "was already published",
+        publication.asset_uri,
+        publication.table_version,
+    )
+    if publication.table_version is not None:
+        Stats.gauge(
+            f"{METRIC_PREFIX}.snapshot.table_version",
+            publication.table_version,
+            tags={"table": publication.asset_uri, "format": output_format},
+        )
+    _publish_asset_events(context, task.outlets, summary)
+    if published.expired is not None:
+        task.log.info(
+            "Kept %d snapshot(s); expired %d, removing %d file(s)",
+            len(published.expired.kept),
+            len(published.expired.removed_snapshots),
+            len(published.expired.removed_files),
+        )
+        summary["expired"] = published.expired.to_dict()
+    return summary
 
 
 def _expire_older(
@@ -530,7 +667,7 @@ def _keep_count(value: int | str | None) -> int | None:
     return keep
 
 
-class AcidCommitSnapshotOperator(BaseOperator):
+class AcidCommitSnapshotOperator(OpenLineageMixin, BaseOperator):
     """Commits a snapshot once every mapped slice succeeded: verifies, reconciles, and writes
     the manifest last. Returns the snapshot summary and adds an asset event, with the snapshot
     id, rows and files in its extra, to each of its ``outlets``.
@@ -540,6 +677,21 @@ class AcidCommitSnapshotOperator(BaseOperator):
         delete the others' files that no kept snapshot references (``expire_snapshots``); with
         1, a plain folder read of ``output_uri`` is exactly the new snapshot. None keeps all.
         Readers still reading an older snapshot lose its files: keep 2 or more if they exist.
+        With a table format, expiry goes through the table's own (Iceberg's snapshot
+        expiration, Delta's vacuum), and no file a kept table snapshot references is deleted.
+    :param output_format: ``parquet`` (the folder and its manifests, the default), ``iceberg``
+        or ``delta``: after the manifest's commit, the snapshot is also published as one
+        commit of that table over the same files (idempotent: a re-run publishes a committed
+        manifest the table lacks). The summary (XCom) then carries ``output_format``,
+        ``asset_uri``, ``table_version`` (the Iceberg snapshot id or Delta version) and the
+        format's block (``iceberg``/``delta``, as the CLI's ``--json``); asset events carry
+        the first three, and the ``acid.snapshot.table_version`` gauge the version.
+    :param sink_options: the sink's options (``output.iceberg``: ``catalog`` properties and
+        ``table``; ``output.delta``: ``uri``).
+    :param report_uri: the manifest task's pruning report, to which the commit adds its rows
+        read, deleted, filtered and written per partition (the manifest summary's
+        ``report_uri``). None: the report of this run's default manifest location
+        (``OUT/_manifests/<run_id>.html``), when there is one.
     """
 
     template_fields: Sequence[str] = (
@@ -548,6 +700,9 @@ class AcidCommitSnapshotOperator(BaseOperator):
         "bucket_results",
         "acid_conn_id",
         "keep_snapshots",
+        "output_format",
+        "sink_options",
+        "report_uri",
     )
 
     def __init__(
@@ -558,9 +713,15 @@ class AcidCommitSnapshotOperator(BaseOperator):
         bucket_results: Any = None,
         acid_conn_id: str | None = None,
         keep_snapshots: int | str | None = None,
+        output_format: str = DEFAULT_OUTPUT_FORMAT,
+        sink_options: Mapping[str, Any] | None = None,
+        report_uri: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.output_format = _output_format_argument(output_format)
+        self.sink_options = sink_options
+        self.report_uri = report_uri
         self.output_uri = output_uri
         self.snapshot_id = snapshot_id
         self.bucket_results = bucket_results
@@ -570,6 +731,12 @@ class AcidCommitSnapshotOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         hook = AcidHook(self.acid_conn_id)
         keep = _keep_count(self.keep_snapshots)  # a bad value fails before the commit
+        check_sink(
+            self.output_format,
+            hook.resolve_uri(self.output_uri),
+            options=self.sink_options,
+            storage_options=hook.storage_options,
+        )
         results = [
             r if isinstance(r, (Mapping, BucketResult)) else json.loads(r)
             for r in (self.bucket_results or [])
@@ -580,6 +747,8 @@ class AcidCommitSnapshotOperator(BaseOperator):
             results,
             storage_options=hook.storage_options,
         )
+        out_uri = hook.resolve_uri(self.output_uri)
+        self._keep_lineage(lambda: lineage.snapshot_lineage(result, out_uri))
         summary = snapshot_summary(result)
         self.log.info(
             "Snapshot %s %s: %d rows in %d files (%s)",
@@ -590,8 +759,30 @@ class AcidCommitSnapshotOperator(BaseOperator):
             result.manifest_path,
         )
         _log_warnings(self, result.warnings)
-        _publish_asset_events(context, self.outlets, summary)
-        return _expire_older(self, hook, keep, summary)
+        _add_to_report(self, hook, context, result)
+        return _publish_and_expire(self, context, hook, result, keep, summary)
+
+
+def _add_to_report(task: Any, hook: AcidHook, context: Any, result: Any) -> None:
+    """The commit's rows per partition, added to the manifest task's pruning report.
+
+    The snapshot is committed already: a report that cannot be updated is a warning, not a
+    failure (retrying the task would not change it)."""
+    given = _none_if_blank(task.report_uri)
+    run_id = context.get("run_id") if hasattr(context, "get") else None
+    uri = hook.resolve_uri(given) if given else None
+    if uri is None:
+        uri = report_uri_for(_manifest_uri(hook.resolve_uri(task.output_uri), run_id))
+        from ..acid.listing import resolve_filesystem
+
+        fs, path = resolve_filesystem(uri, storage_options=hook.storage_options)
+        if not fs.exists(path):
+            return  # this run's manifest task wrote none there
+    try:
+        written = add_snapshot(uri, result, hook.storage_options)
+        task.log.info("Rows per partition added to the pruning report %s", written)
+    except (OSError, ValueError) as exc:
+        task.log.warning("The pruning report %s was not updated: %s", uri, exc)
 
 
 def _publish_asset_events(context: Any, outlets: Sequence[Any], summary: Mapping[str, Any]) -> None:
@@ -605,11 +796,14 @@ def _publish_asset_events(context: Any, outlets: Sequence[Any], summary: Mapping
         "manifest_path": summary["manifest_path"],
         "max_write_id": summary["max_write_id"],
     }
+    for key in ("output_format", "asset_uri", "table_version"):
+        if key in summary:
+            extra[key] = summary[key]
     for outlet in outlets:
         events[outlet].extra = dict(extra)
 
 
-class AcidPublishPruningMetricsOperator(BaseOperator):
+class AcidPublishPruningMetricsOperator(OpenLineageMixin, BaseOperator):
     """Publishes a manifest's and a compaction's metrics: as Airflow metrics (gauges and
     counters tagged with table and partition, through StatsD or OpenTelemetry when enabled),
     as XCom (the returned record), and as ``OUT/_snapshots/<id>/metrics.json``.
@@ -643,6 +837,8 @@ class AcidPublishPruningMetricsOperator(BaseOperator):
             self.table_name or manifest.get("table_name") or manifest.get("table_uri") or "unknown"
         )
         record = metrics_record(table, manifest or None, self.snapshot or None)
+        snapshot = self.snapshot or None
+        self._keep_lineage(lambda: lineage.metrics_lineage(manifest, snapshot))
         _emit_stats(record, table)
         if self.snapshot:
             hook = AcidHook(self.acid_conn_id)

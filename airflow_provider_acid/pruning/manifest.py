@@ -42,7 +42,6 @@ from fsspec import AbstractFileSystem
 
 from ..acid.listing import location_uri, resolve_filesystem
 from ..acid.locations import check_outside_table
-from ..acid.schema import table_schema
 from ..acid.snapshot import (
     BucketSlice,
     DataFile,
@@ -50,14 +49,13 @@ from ..acid.snapshot import (
     PartitionSnapshot,
     TableSnapshot,
     check_placed,
-    resolve_snapshot,
 )
 from ..acid.source import TableDefinition, TableSource, storage_only_warning
 from ..acid.storage import write_whole
-from .binding import bind
 from .bucket_pruning import bucket_spec, possible_buckets
 from .dnf_filters import parse_dnf_filters
 from .evaluator import might_match
+from .explain import SliceVerdict, explain_slices
 from .expressions import AlwaysTrue, Expr, referenced_columns, to_sql
 from .index import FileKey, refresh
 from .index import read as read_index
@@ -189,6 +187,8 @@ class SliceManifest:
     definition: TableDefinition | None = None
     #: what a reader of the manifest should know (e.g. that it was read storage-only)
     warnings: tuple[str, ...] = ()
+    #: every slice's verdict, kept or why pruned (``explain=True``; None otherwise)
+    verdicts: tuple[SliceVerdict, ...] | None = None
 
     @property
     def slice_keys(self) -> list[str]:
@@ -221,6 +221,11 @@ class SliceManifest:
             "metrics": self.metrics.to_dict(),
             "definition": self.definition.to_dict() if self.definition else None,
             "warnings": list(self.warnings),
+            **(
+                {"verdicts": [v.to_dict() for v in self.verdicts]}
+                if self.verdicts is not None
+                else {}
+            ),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -244,6 +249,11 @@ class SliceManifest:
                 TableDefinition.from_dict(data["definition"]) if data.get("definition") else None
             ),
             warnings=tuple(data.get("warnings", ())),
+            verdicts=(
+                tuple(SliceVerdict.from_dict(v) for v in data["verdicts"])
+                if data.get("verdicts") is not None
+                else None
+            ),
         )
 
 
@@ -473,15 +483,21 @@ def build_manifest(
     index_storage_options: dict[str, Any] | None = None,
     bucketing: Mapping[str, Any] | None = None,
     index_columns: Sequence[str] | None = None,
+    explain: bool = False,
+    partitions_total: int | None = None,
 ) -> SliceManifest:
     """Steps 1 to 4 for a resolved snapshot and a predicate already bound to ``schema``.
 
     ``index_columns``: the table columns the index was refreshed with (see
-    :func:`refresh_index`), None for an index keyed without them.
+    :func:`refresh_index`), None for an index keyed without them. ``partitions_total``: the
+    partitions of the table when ``snapshot`` holds only some (a partition-scoped listing).
 
     In a bucketed table (the metastore's definition, else ``bucketing={"columns": [...],
     "buckets": n, "version": 1 | 2}``) only the slices of buckets Hive's bucketing hash allows
     for the predicate are considered (:func:`.bucket_pruning.possible_buckets`).
+
+    With ``explain`` the manifest holds every slice's verdict (:mod:`.explain`): kept, or the
+    step and the predicate term that pruned it, for the pruning report.
     """
     if granularity not in GRANULARITIES:
         raise ValueError(f"granularity must be one of {GRANULARITIES}, got {granularity!r}")
@@ -547,7 +563,23 @@ def build_manifest(
             strict=True,
         )
     ]
-    total = snapshot.definition.partitions_total if snapshot.definition else None
+    verdicts = None
+    if explain:
+        verdicts = explain_slices(
+            expr,
+            parts,
+            part_kept,
+            buckets,
+            file_slice,
+            len(snap.counts),
+            kept_slices,
+            row_counts,
+            lambda term: pc.fill_null(might_match(term, stats, schema), True),
+            lambda term: partitions_might_match(
+                term, schema, [p.partition.as_dict() for p in parts]
+            ),
+        )
+    total = snapshot.definition.partitions_total if snapshot.definition else partitions_total
     metrics = PruningMetrics(
         # by name, partitions the metastore ruled out before listing count too
         partitions_total=total if total is not None else len(parts),
@@ -577,6 +609,7 @@ def build_manifest(
         warnings=(warning,)
         if (warning := storage_only_warning(snapshot.write_ids, snapshot.definition))
         else (),
+        verdicts=verdicts,
     )
 
 
@@ -607,12 +640,15 @@ def refresh_index(
     *,
     index_storage_options: dict[str, Any] | None = None,
     table_columns: Sequence[str] | None = None,
+    scope: Any = None,
 ):
     """Bring the index in line with the snapshot's data files (delete deltas carry no data).
 
     With ``table_columns`` (the table's column names in order), ORC statistics are recorded
     under those names by position, as Hive reads ORC, and keyed with
-    :func:`index_columns_tag`; :func:`build_manifest` must then be given the same columns."""
+    :func:`index_columns_tag`; :func:`build_manifest` must then be given the same columns.
+    ``scope`` (``path -> bool``): the part of the table ``snapshot`` was listed from, when it
+    holds only some partitions; indexed files outside it stay indexed."""
     check_outside_table(index_uri, location_uri(fs, snapshot.root), "index location")
     tag = index_columns_tag(table_columns) if table_columns is not None else None
     keys = [
@@ -625,6 +661,7 @@ def refresh_index(
         fs,
         storage_options=index_storage_options,
         column_names=list(table_columns) if table_columns is not None else None,
+        scope=scope,
     )
 
 
@@ -643,6 +680,7 @@ def compute_manifest(
     index_storage_options: dict[str, Any] | None = None,
     bucketing: Mapping[str, Any] | None = None,
     ignore_unrecognised: bool = False,
+    explain: bool = False,
 ) -> SliceManifest:
     """Resolve, (optionally) refresh the index, and build the manifest: the one library call
     behind ``airflow-acid manifest`` and ``AcidSliceManifestOperator``.
@@ -651,14 +689,27 @@ def compute_manifest(
     ``ignore_unrecognised``; its warnings then name each file left out (``check_placed``).
 
     ``bucketing`` (``{"columns": [...], "buckets": n, "version": 1 | 2}``) declares the
-    bucketing of a table read storage-only; read by name, the metastore's is used."""
+    bucketing of a table read storage-only; read by name, the metastore's is used.
+    ``explain``: record every slice's verdict (see :func:`build_manifest`)."""
     location = table_uri.location if isinstance(table_uri, TableSource) else table_uri
     fs, _ = resolve_filesystem(location, storage_options=storage_options)
-    snapshot = resolve_snapshot(table_uri, write_ids, txns, filesystem=fs)
-    ignored = check_placed(snapshot, ignore_unrecognised=ignore_unrecognised)
     expr = parse_predicate(where)
-    bound_schema = table_schema(snapshot, fs, schema, partition_types)
-    bound = bind(expr, bound_schema)
+    # Storage-only, only the partitions the predicate's partition conjuncts keep are listed;
+    # but a refresh brings the index in line with the whole table, so it lists it whole.
+    from .partition_pruning import resolve_for_predicate
+
+    resolved = resolve_for_predicate(
+        table_uri,
+        expr,
+        fs,
+        write_ids,
+        txns,
+        schema=schema,
+        partition_types=partition_types,
+        scoped=not (refresh and index_uri),
+    )
+    snapshot, bound_schema, bound = resolved.snapshot, resolved.schema, resolved.bound
+    ignored = check_placed(snapshot, ignore_unrecognised=ignore_unrecognised)
     # the index's names, by position: the table's columns, which the bound schema starts with
     names = bound_schema.names[: len(bound_schema.names) - len(snapshot.partition_keys())]
     if refresh and index_uri:
@@ -678,6 +729,8 @@ def compute_manifest(
         index_storage_options=index_storage_options,
         bucketing=bucketing,
         index_columns=names,
+        explain=explain,
+        partitions_total=resolved.partitions_total,
     )
     # Whoever compacts the manifest opens the table again: keep its protocol (s3://...).
     return dataclasses.replace(
@@ -696,6 +749,7 @@ def write_manifest(
     (``s3://...`` on S3, a plain path locally)."""
     fs, path = resolve_filesystem(uri, storage_options=storage_options)
     check_outside_table(location_uri(fs, path), manifest.table, "manifest location")
+    checksum = manifest_checksum(manifest)  # read_manifest refuses a damaged copy
     if path.endswith(".parquet"):
         rows = [
             {"slice": s.key, "partition": s.partition, "bucket": s.bucket, **f.to_dict()}
@@ -711,6 +765,7 @@ def write_manifest(
                             {k: v for k, v in s.to_dict().items() if k != "files"}
                             for s in manifest.slices
                         ],
+                        "checksum": checksum,
                     }
                 )
             }
@@ -719,10 +774,13 @@ def write_manifest(
         pq.write_table(table, sink, compression="zstd")
         data = sink.getvalue().to_pybytes()
     elif path.endswith(".jsonl"):
-        lines = [manifest.header(), *(s.to_dict() for s in manifest.slices)]
+        lines = [
+            {**manifest.header(), "checksum": checksum},
+            *(s.to_dict() for s in manifest.slices),
+        ]
         data = "".join(json.dumps(line) + "\n" for line in lines).encode()
     else:
-        data = json.dumps(manifest.to_dict(), indent=1).encode()
+        data = json.dumps({**manifest.to_dict(), "checksum": checksum}, indent=1).encode()
     write_whole(fs, path, data)  # a reader never opens half a manifest
     return location_uri(fs, path)
 
@@ -740,12 +798,52 @@ _PARQUET_SCHEMA = pa.schema(
 )
 
 
+class SliceManifestError(ValueError):
+    """A slice manifest file that cannot be read (damaged, or not a manifest); names it."""
+
+
 def read_manifest(uri: str, storage_options: dict[str, Any] | None = None) -> SliceManifest:
-    """Read a manifest written by :func:`write_manifest`, in any of its three forms."""
+    """Read a manifest written by :func:`write_manifest`, in any of its three forms; a file
+    that does not parse as one is a :class:`SliceManifestError` naming it."""
     fs, path = resolve_filesystem(uri, storage_options=storage_options)
+    try:
+        return _read_manifest(fs, path)
+    except (
+        pa.ArrowException,
+        ValueError,
+        KeyError,
+        TypeError,
+        AttributeError,
+        IndexError,
+    ) as exc:
+        raise SliceManifestError(
+            f"{uri}: not a readable slice manifest ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def manifest_checksum(manifest: SliceManifest) -> str:
+    """sha256 of a manifest's content (its JSON form), stored with it by write_manifest."""
+    canonical = json.loads(json.dumps(manifest.to_dict(), default=str))
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def _read_manifest(fs: AbstractFileSystem, path: str) -> SliceManifest:
+    raw = fs.cat_file(path)  # storage errors are raised here, the rest is parsing
+    try:
+        data = _parse_manifest(path, raw)
+    except OSError as exc:  # pyarrow's for a damaged Parquet file
+        raise ValueError(str(exc)) from None
+    checksum = data.pop("checksum", None)
+    manifest = SliceManifest.from_dict(data)
+    if checksum is not None and checksum != manifest_checksum(manifest):
+        raise ValueError("its checksum does not match its content")
+    return manifest
+
+
+def _parse_manifest(path: str, raw: bytes) -> dict[str, Any]:
     if path.endswith(".parquet"):
-        with fs.open(path, "rb") as handle:
-            table = pq.read_table(handle)
+        table = pq.read_table(pa.BufferReader(raw))
         data = json.loads(table.schema.metadata[b"airflow_acid_manifest"])
         files: dict[str, list[dict[str, Any]]] = {}
         for row in table.to_pylist():
@@ -754,9 +852,9 @@ def read_manifest(uri: str, storage_options: dict[str, Any] | None = None) -> Sl
             )
         for s in data["slices"]:
             s["files"] = files.get(s["key"], [])
-        return SliceManifest.from_dict(data)
-    with fs.open(path, "r") as handle:
-        if path.endswith(".jsonl"):
-            lines = [json.loads(line) for line in handle if line.strip()]
-            return SliceManifest.from_dict({**lines[0], "slices": lines[1:]})
-        return SliceManifest.from_dict(json.load(handle))
+        return data
+    text = raw.decode("utf-8")
+    if path.endswith(".jsonl"):
+        lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+        return {**lines[0], "slices": lines[1:]}
+    return dict(json.loads(text))

@@ -11,10 +11,12 @@ from airflow.sdk.exceptions import AirflowException
 
 from ..acid.changes import NewDeltaFolder, find_new_delta_folders, parse_kinds
 from ..hooks.acid import AcidHook
+from ..operators import lineage
+from ..operators.lineage import OpenLineageMixin
 from ..triggers.acid import AcidDeltaTrigger
 
 
-class AcidDeltaSensor(BaseSensorOperator):
+class AcidDeltaSensor(OpenLineageMixin, BaseSensorOperator):
     """Waits until a table holds delta folders with write ids above a watermark.
 
     The watermark is ``above_write_id`` when given, else the highest write id of the last
@@ -74,6 +76,10 @@ class AcidDeltaSensor(BaseSensorOperator):
         self.deferrable = deferrable
         self.poll_interval = poll_interval
         self.poke_before_defer = poke_before_defer
+
+    def _lineage_on_start(self) -> lineage.RunLineage:
+        """OpenLineage: the table watched, at its location."""
+        return lineage.location_lineage(AcidHook(self.acid_conn_id).resolve_uri(self.table_uri))
 
     def _watermark(self) -> int:
         if self.above_write_id not in (None, ""):

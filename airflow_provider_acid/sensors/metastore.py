@@ -12,10 +12,12 @@ from airflow.sdk.exceptions import AirflowException
 from ..hooks.acid import AcidHook
 from ..hooks.metastore import AcidMetastoreHook
 from ..metastore.changes import SnapshotWatermark, committed_writes_since, snapshot_watermark
+from ..operators import lineage
+from ..operators.lineage import OpenLineageMixin
 from ..triggers.metastore import AcidMetastoreWriteTrigger
 
 
-class AcidMetastoreWriteSensor(BaseSensorOperator):
+class AcidMetastoreWriteSensor(OpenLineageMixin, BaseSensorOperator):
     """Waits until the metastore shows writes to a table committed since a watermark.
 
     Only committed writes count, never open or aborted ones. The watermark is
@@ -94,9 +96,16 @@ class AcidMetastoreWriteSensor(BaseSensorOperator):
             )  # 0 when nothing is committed yet: any commit counts
         return SnapshotWatermark(0)
 
+    def _lineage_on_start(self) -> lineage.RunLineage:
+        """OpenLineage: the table watched, by name (``hive://HOST:PORT``, ``db.table``)."""
+        metastore = AcidMetastoreHook(self.metastore_conn_id).uri
+        return lineage.named_table_lineage(metastore, self.table)
+
     def _result(
         self, metastore: str, writes: dict[str, Any], waited_in: str = "worker"
     ) -> dict[str, Any]:
+        seen = writes["valid_write_ids"]  # OpenLineage: the read view of the last look
+        self._keep_lineage(lambda: lineage.named_table_lineage(metastore, self.table, seen))
         return {
             "table": writes["table"],
             "metastore": metastore,
