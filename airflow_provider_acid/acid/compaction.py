@@ -35,6 +35,7 @@ from ..output.parquet_files import (
 )
 from ..output.protocol import (
     commit_snapshot,
+    complete_commit,
     read_manifest,
     read_plan,
     reuse_candidates,
@@ -55,6 +56,7 @@ from .hive_types import (
 )
 from .listing import location_uri, resolve_filesystem
 from .locations import check_outside_table
+from .memory_budget import delete_key_budget, within_budget
 from .partitions import parse_partition_component
 from .rows import SliceReader, TableColumns, table_columns
 from .schema import partition_columns
@@ -364,13 +366,55 @@ def _resolve(
     insert_only: bool,
     filesystem: AbstractFileSystem | None,
     storage_options: dict[str, Any] | None,
-) -> tuple[TableSnapshot, AbstractFileSystem]:
+    partitions: Iterable[str | Mapping[str, Any]] | None = None,
+    *,
+    strict: bool = True,
+) -> tuple[TableSnapshot, AbstractFileSystem, dict[str, str]]:
+    """The snapshot, of only the given partitions' folders when ``partitions`` names some and
+    the table is read storage-only (:mod:`.partition_listing`; with ``strict`` a spec matching
+    no partition is an error naming it, else the table is listed whole); and then the
+    partition columns' types as every partition folder found gives them (what a whole
+    listing infers), else ``{}``."""
     location = table_uri.location if isinstance(table_uri, TableSource) else table_uri
     fs, _ = resolve_filesystem(location, filesystem, storage_options)
     if isinstance(write_ids, str):
         write_ids = parse_write_id_list(write_ids)
+    if partitions is not None:
+        from .partition_listing import resolve_partition_specs, resolve_partitions, spec_filter
+
+        specs = list(partitions)
+        if strict:
+            scoped = resolve_partition_specs(
+                table_uri, specs, write_ids, txns, insert_only=insert_only, filesystem=fs
+            )
+        else:
+            scoped = resolve_partitions(
+                table_uri,
+                spec_filter(specs),
+                write_ids,
+                txns,
+                insert_only=insert_only,
+                filesystem=fs,
+            )
+        types: dict[str, str] = {}
+        if scoped.scoped and scoped.listing is not None:
+            from ..pruning.partition_pruning import partition_types_of
+
+            types = partition_types_of(scoped.listing.partitions)
+        return scoped.snapshot, fs, types
     snapshot = resolve_snapshot(table_uri, write_ids, txns, insert_only=insert_only, filesystem=fs)
-    return snapshot, fs
+    return snapshot, fs, {}
+
+
+def _with_partition_types(
+    options: CompactionOptions, types: Mapping[str, str]
+) -> CompactionOptions:
+    """``options`` with the partition types of the whole table (declared ones first)."""
+    if not types:
+        return options
+    declared = {k.lower() for k in options.partition_types or {}}
+    inferred = {k: t for k, t in types.items() if k.lower() not in declared}
+    return replace(options, partition_types={**inferred, **dict(options.partition_types or {})})
 
 
 def plan_snapshot(
@@ -399,7 +443,9 @@ def plan_snapshot(
     Files that cannot be placed in any slice refuse the plan unless ``ignore_unrecognised``
     (see :func:`plan_for`).
     """
-    snapshot, fs = _resolve(table_uri, write_ids, txns, insert_only, filesystem, storage_options)
+    snapshot, fs, types = _resolve(
+        table_uri, write_ids, txns, insert_only, filesystem, storage_options, partitions
+    )
     return plan_for(
         snapshot,
         out_uri,
@@ -410,7 +456,7 @@ def plan_snapshot(
         row_filter_key=row_filter_key,
         out_filesystem=out_filesystem,
         storage_options=storage_options,
-        options=options,
+        options=_with_partition_types(options, types),
         ignore_unrecognised=ignore_unrecognised,
     )
 
@@ -448,7 +494,13 @@ def compact_bucket(
     )
     keys = None
     if bucket_slice.delete_delta_files and not snapshot.insert_only:
-        keys = DeleteKeySet.from_batches(reader.delete_batches())
+        keys = DeleteKeySet.from_batches(
+            within_budget(
+                reader.delete_batches(),
+                delete_key_budget(),
+                f"slice {bucket_slice.key} of {snapshot.root}",
+            )
+        )
     schema = output_schema(settings)
     values = bucket_slice.partition.as_dict()
     partition_values = [
@@ -483,17 +535,19 @@ def compact_bucket(
                 if count:
                     dropped = pc.invert(hits)
                     keep = dropped if keep is None else pc.and_(keep, dropped)
-            arrays = list(batch.columns) + [pa.repeat(v, n) for v in partition_values]
-            if settings["include_identity"]:
-                arrays += [
-                    batch.original_transaction,
-                    batch.bucket,
-                    batch.row_id,
-                    batch.current_transaction,
-                ]
-            table = pa.Table.from_arrays(arrays, schema=schema)
-            if keep is not None and keep.true_count < n:
-                table = table.filter(keep)
+            columns = list(batch.columns)
+            identity = (
+                [batch.original_transaction, batch.bucket, batch.row_id, batch.current_transaction]
+                if settings["include_identity"]
+                else []
+            )
+            rows = n
+            if keep is not None and (rows := keep.true_count) < n:
+                # column by column: measured cheaper than Table.filter on these batches
+                columns = [pc.filter(c, keep) for c in columns]
+                identity = [pc.filter(c, keep) for c in identity]
+            partition = [pa.repeat(v, rows) for v in partition_values]
+            table = pa.Table.from_arrays(columns + partition + identity, schema=schema)
             if row_filter is not None and table.num_rows:
                 mask = pc.fill_null(row_filter(table), False)
                 kept = _true_count(mask)
@@ -575,13 +629,16 @@ def compact_slice(
         snapshot = source
         fs, _ = resolve_filesystem(snapshot.root, filesystem, storage_options)
     else:
-        snapshot, fs = _resolve(
+        snapshot, fs, _ = _resolve(
             _planned_source(plan, planned, source),
             plan.write_ids,
             plan.txns,
             plan.insert_only,
             filesystem,
             storage_options,
+            # storage-only, the worker lists the slice's partition folder only
+            partitions=[planned.partition] if planned.partition and not plan.definition else None,
+            strict=False,  # a partition gone since the plan is reported as the slice gone
         )
     if plan.table not in (snapshot.root, location_uri(fs, snapshot.root)):
         raise ValueError(
@@ -690,7 +747,9 @@ def compact_table(
                 "row_filter needs row_filter_key: a stable text naming the filter, so that "
                 "the snapshot id stays deterministic"
             )
-    snapshot, fs = _resolve(table_uri, write_ids, txns, insert_only, filesystem, storage_options)
+    snapshot, fs, types = _resolve(
+        table_uri, write_ids, txns, insert_only, filesystem, storage_options, partitions
+    )
     plan = plan_for(
         snapshot,
         out_uri,
@@ -701,11 +760,11 @@ def compact_table(
         row_filter_key=row_filter_key if row_filter is not None else None,
         out_filesystem=out_filesystem,
         storage_options=storage_options,
-        options=options,
+        options=_with_partition_types(options, types),
         ignore_unrecognised=ignore_unrecognised,
     )
     out_fs, out_root = resolve_filesystem(out_uri, out_filesystem, storage_options)
-    committed = read_manifest(out_fs, out_root, plan.snapshot_id)
+    committed = complete_commit(out_fs, out_root, plan.snapshot_id)  # finishes a killed commit
     if committed is not None:
         return committed
 

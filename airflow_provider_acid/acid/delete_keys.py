@@ -3,6 +3,12 @@
 A delete delta names the rows it deletes by their identity ``(originalTransaction, bucket,
 rowId)``; the anti-join of compaction asks, batch by batch, which rows of the bucket's data
 files carry one of those identities.
+
+The keys are kept per ``(originalTransaction, bucket)`` as a sorted array of unique rowIds. A
+batch's rows of one ``(originalTransaction, bucket)`` nearly always carry consecutive rowIds
+(Hive numbers the rows of a write's bucket 0, 1, 2, ... in each file): then the deleted rows'
+positions are the deleted rowIds minus the first one, and the mask is made by scattering them
+(``pyarrow.compute.scatter``), with no hashing; other batches are matched with ``is_in``.
 """
 
 from __future__ import annotations
@@ -17,6 +23,19 @@ import pyarrow.compute as pc
 from .rows import DeleteBatch
 
 _MAX_RUNS = 64
+
+
+def _scatter_works() -> bool:
+    """Whether this pyarrow has the ``scatter`` kernel with its options (recent releases)."""
+    try:
+        mask = pc.scatter(pa.array([True]), pa.array([1], pa.int64()), max_index=2)
+    except (AttributeError, TypeError, pa.ArrowException):
+        return False
+    return mask.to_pylist() == [None, True, None]
+
+
+#: Whether masks of consecutive rowIds are made by scattering (else by ``is_in``).
+SCATTER = _scatter_works()
 
 
 def _runs(original: pa.Array, bucket: pa.Array) -> list[tuple[int, int]] | None:
@@ -64,8 +83,9 @@ class DeleteKeySet:
                 parts[key].append(row_id.slice(start, end - start))
         groups = {}
         for key, arrays in parts.items():
-            unique = pc.unique(pa.concat_arrays(arrays))
-            groups[key] = pc.take(unique, pc.array_sort_indices(unique))
+            groups[key] = _sorted_unique(
+                arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
+            )
         return cls(groups)
 
     def __len__(self) -> int:
@@ -114,12 +134,19 @@ class DeleteKeySet:
         if ids is None:
             return None
         bounds = pc.min_max(row_ids)
+        low_id, high_id = bounds["min"].as_py(), bounds["max"].as_py()
         view = self._views[key]
-        low = bisect.bisect_left(view, bounds["min"].as_py())
-        high = bisect.bisect_right(view, bounds["max"].as_py())
+        low = bisect.bisect_left(view, low_id)
+        high = bisect.bisect_right(view, high_id)
         if low >= high:
             return None
-        return pc.is_in(row_ids, value_set=ids.slice(low, high - low))
+        window = ids.slice(low, high - low)
+        if SCATTER and _consecutive(row_ids, low_id, high_id):
+            # row i carries rowId low_id + i: the deleted rows are at (deleted rowId - low_id)
+            positions = pc.subtract(window, pa.scalar(low_id, pa.int64()))
+            hits = pc.scatter(_trues(len(window)), positions, max_index=len(row_ids) - 1)
+            return pc.is_valid(hits)  # the rows no deleted rowId was scattered to are null
+        return pc.is_in(row_ids, value_set=window)
 
 
 def _slow_runs(original: pa.Array, bucket: pa.Array) -> list[tuple[int, int]]:
@@ -131,6 +158,38 @@ def _slow_runs(original: pa.Array, bucket: pa.Array) -> list[tuple[int, int]]:
     )
     bounds = [0, *(i + 1 for i in pc.indices_nonzero(changed).to_pylist()), n]
     return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+_TRUES = pa.repeat(pa.scalar(True), 1 << 16)
+
+
+def _trues(n: int) -> pa.Array:
+    return _TRUES.slice(0, n) if n <= len(_TRUES) else pa.repeat(pa.scalar(True), n)
+
+
+def _consecutive(row_ids: pa.Array, low: int, high: int) -> bool:
+    """Whether ``row_ids`` (null-free, with minimum ``low`` and maximum ``high``) is exactly
+    ``low, low + 1, ..., high``: strictly increasing over a span of its own length."""
+    n = len(row_ids)
+    if high - low != n - 1:
+        return False
+    if n == 1:
+        return True
+    return pc.all(pc.greater(row_ids.slice(1), row_ids.slice(0, n - 1))).as_py()
+
+
+def _sorted_unique(values: pa.Array) -> pa.Array:
+    """``values`` (int64, null-free) sorted, each value once."""
+    n = len(values)
+    if n < 2:
+        return values
+    if not pc.all(pc.greater(values.slice(1), values.slice(0, n - 1))).as_py():
+        values = pc.take(values, pc.array_sort_indices(values))
+        repeated = pc.equal(values.slice(1), values.slice(0, n - 1))
+        if pc.any(repeated).as_py():
+            first = pa.array([True])
+            values = pc.filter(values, pa.concat_arrays([first, pc.invert(repeated)]))
+    return values
 
 
 def _int64_view(array: pa.Array) -> memoryview:

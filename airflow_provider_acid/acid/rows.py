@@ -29,6 +29,7 @@ fsspec file objects, so memory follows the stripe and batch size, not the file s
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ import pyarrow.orc as pa_orc
 import pyarrow.parquet as pq
 import pyorc
 from fsspec import AbstractFileSystem
+from fsspec.implementations.local import LocalFileSystem
 
 from .evolution import EvolutionError, column_sources, convert
 from .hive_types import HiveType, HiveTypeError, hive_field
@@ -61,6 +63,21 @@ _DELETE = 2
 
 class AcidFormatError(ValueError):
     """A file that cannot be read as Hive 3 table data (the message names the file)."""
+
+
+#: What the ORC and Parquet readers raise on a damaged file (pyorc raises RuntimeError on a
+#: bad compressed stream and IndexError on a footer with fewer columns than its type).
+_FORMAT_ERRORS = (
+    pa.ArrowException,
+    OSError,
+    ValueError,
+    RuntimeError,
+    IndexError,
+    KeyError,
+    EOFError,
+    pyorc.ParseError,
+    pyorc.ORCError,
+)
 
 
 class FileFormat(str, Enum):
@@ -201,7 +218,7 @@ def _describe(handle: IO[bytes], path: str) -> tuple[HiveType, bool] | None:
         if len(reader) == 0:
             return None
         file_type = HiveType.parse(str(reader.schema))
-    except (HiveTypeError, ValueError, OSError, pyorc.ParseError, pyorc.ORCError) as exc:
+    except (HiveTypeError, *_FORMAT_ERRORS) as exc:
         raise AcidFormatError(f"{path}: not a readable ORC or Parquet data file ({exc})") from None
     return file_type, _is_acid_names([n.lower() for n in file_type.field_names])
 
@@ -250,21 +267,29 @@ class _OpenFile:
         return self.schema
 
     def stripes(self, columns: list[str] | None, batch_rows: int) -> Iterator[pa.RecordBatch]:
-        """The file's rows in record batches of at most ``batch_rows`` (one stripe at a time)."""
-        if self.parquet is not None:
-            yield from self.parquet.iter_batches(batch_size=batch_rows, columns=columns)
-            return
-        assert self.orc is not None
-        for index in range(self.orc.nstripes):
-            stripe = self.orc.read_stripe(index, columns=columns)
-            for start in range(0, stripe.num_rows, batch_rows):
-                yield stripe.slice(start, batch_rows)
+        """The file's rows in record batches of at most ``batch_rows`` (one stripe at a time);
+        a damaged stripe or page is an :class:`AcidFormatError` naming the file."""
+        try:
+            if self.parquet is not None:
+                yield from self.parquet.iter_batches(batch_size=batch_rows, columns=columns)
+                return
+            assert self.orc is not None
+            for index in range(self.orc.nstripes):
+                stripe = self.orc.read_stripe(index, columns=columns)
+                for start in range(0, stripe.num_rows, batch_rows):
+                    yield stripe.slice(start, batch_rows)
+        except _FORMAT_ERRORS as exc:
+            raise AcidFormatError(f"{self.path}: unreadable data ({exc})") from None
+
+
+#: A file's type string parsed once: a table's files share a handful of them.
+_parse_file_type = functools.lru_cache(maxsize=256)(HiveType.parse)
 
 
 def _orc_footer(handle: IO[bytes], path: str) -> tuple[HiveType, tuple[int, int] | None]:
     """The file's Hive type and, for an ACID file, the ``bucket`` column's min and max."""
     reader = pyorc.Reader(handle)
-    file_type = HiveType.parse(str(reader.schema))
+    file_type = _parse_file_type(str(reader.schema))
     bucket_range = None
     if _is_acid_names([n.lower() for n in file_type.field_names]):
         stats = reader[_BUCKET_COLUMN_ID].statistics
@@ -292,7 +317,13 @@ def _open(fs: AbstractFileSystem, data_file: DataFile) -> _OpenFile:
             opened.row_hive_types = tuple(HiveType.from_arrow(f.type) for f in opened.schema)
         else:
             file_type, bucket_range = _orc_footer(handle, data_file.path)
-            handle.seek(0)
+            if isinstance(fs, LocalFileSystem):
+                # stripes read by pyarrow's own file, not through Python: the read does not
+                # hold the GIL (workers of one process read at once), and is faster
+                handle.close()
+                handle = pa.OSFile(data_file.path)
+            else:
+                handle.seek(0)
             orc = pa_orc.ORCFile(handle)
             metadata = {
                 k.decode(errors="replace").lower(): v.decode(errors="replace")
@@ -306,13 +337,10 @@ def _open(fs: AbstractFileSystem, data_file: DataFile) -> _OpenFile:
             if _is_acid_names([n.lower() for n in file_type.field_names]):
                 row = file_type.children[5]
             opened.row_hive_types = row.children if row.name == "struct" else ()
-    except (
-        pa.ArrowException,
-        OSError,
-        ValueError,
-        pyorc.ParseError,
-        pyorc.ORCError,
-    ) as exc:
+    except FileNotFoundError:  # removed since it was opened (by pyarrow's own file above)
+        handle.close()
+        raise
+    except _FORMAT_ERRORS as exc:
         handle.close()
         raise AcidFormatError(
             f"{data_file.path}: not a readable ORC or Parquet file ({exc})"
