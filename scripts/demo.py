@@ -97,10 +97,26 @@ def publish_iceberg(snapshot, out: Path) -> None:
     print("    from pyiceberg.catalog import load_catalog")
     print(f"    catalog = load_catalog({block['catalog_name']!r}, **{block['catalog']!r})")
     print(f"    catalog.load_table({block['table']!r}).scan().to_arrow()")
-    print("or with DuckDB (its iceberg extension, e.g. from the duckdb-extension-iceberg wheel):")
-    print(f"    SELECT count(*) FROM iceberg_scan('{block['metadata_location']}');")
-    if rows != snapshot.rows_written:
+    print("or with DuckDB (its iceberg extension from the duckdb-extension-iceberg wheel):")
+    for line in _DUCKDB_READ.format(metadata=block["metadata_location"]).splitlines():
+        print(f"    {line}")
+    namespace: dict = {}
+    exec(_DUCKDB_READ.format(metadata=block["metadata_location"]), namespace)  # noqa: S102
+    duckdb_rows = namespace["rows"]
+    print(f"    -> {duckdb_rows:,} rows")
+    if not rows == duckdb_rows == snapshot.rows_written:
         raise SystemExit("demo: the Iceberg table's row count differs from the snapshot's")
+
+
+#: What the demo prints for DuckDB, and runs itself: the extension ships in PyPI wheels
+#: (DuckDB's own extension download is not reachable everywhere).
+_DUCKDB_READ = """import glob, duckdb, duckdb_extension_avro, duckdb_extension_iceberg
+con = duckdb.connect()
+for package in (duckdb_extension_avro, duckdb_extension_iceberg):
+    (ext,) = glob.glob(package.__path__[0] + "/extensions/*/*.duckdb_extension")
+    con.execute(f"LOAD '{{ext}}'")
+(rows,) = con.sql("SELECT count(*) FROM iceberg_scan('{metadata}')").fetchone()
+print(rows)"""
 
 
 if __name__ == "__main__":
