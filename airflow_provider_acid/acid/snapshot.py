@@ -291,12 +291,22 @@ def _new_bucket_slice(
 class _Folder:
     dir: AcidDir
     path: str
-    #: The folder's data files in listing order, and the bucket of each.
-    files: list[StoredFile] = field(default_factory=list)
-    bucket_ids: list[int] = field(default_factory=list)
+    #: What the folder's data files are, should the folder be chosen.
+    role: FileRole
+    #: The folder's data files in listing order (a flat list: one append a file; they are
+    #: put into buckets only if the folder is chosen). They are made as they are listed,
+    #: without invalid write ids and marked as far as known then; the few of a partly valid
+    #: delta, or listed before ``_orc_acid_version``, are corrected when the folder is chosen
+    #: (see ``_collect``).
+    files: list[DataFile] = field(default_factory=list)
     #: No file listed after another with a greater path (as ``list_table_files`` lists).
     in_path_order: bool = True
+    #: The path of the last file appended (every path is greater than "").
+    last_path: str = ""
     side_files: set[str] = field(default_factory=set)
+    #: ``_orc_acid_version`` listed so far; and whether data files were made before it was.
+    marked: bool = False
+    made_unmarked: bool = False
 
     @property
     def is_compacted_base(self) -> bool:
@@ -365,6 +375,9 @@ class _Directory:
     #: Outside base and delta folders: the first folder on the way that is named like a
     #: partition or a base/delta folder although its parent is neither (Hive never writes that).
     misplaced: str | None = None
+    #: Directly inside a base or delta folder, not hidden, and not a delete delta of an
+    #: insert-only table: its files are placed the common way (inline in _group_listing).
+    plain: bool = False
     #: Set by the first file placed (so that hidden files alone make no partition or folder).
     listing: _PartitionListing | None = None
     folder: _Folder | None = None
@@ -385,10 +398,21 @@ class _Directory:
             folders = self.listing.folders
             self.folder = folders.get(self.acid_dir.name)
             if self.folder is None:
-                self.folder = folders[self.acid_dir.name] = _Folder(
-                    self.acid_dir, self.acid_dir_path
-                )
+                acid_dir = self.acid_dir
+                if isinstance(acid_dir, BaseDir):
+                    role = FileRole.BASE
+                else:
+                    role = FileRole.DELETE_DELTA if acid_dir.is_delete else FileRole.DELTA
+                self.folder = folders[acid_dir.name] = _Folder(acid_dir, self.acid_dir_path, role)
         return self.folder
+
+    def add_side_file(self, name: str) -> None:
+        assert self.folder is not None
+        folder = self.folder
+        folder.side_files.add(name)
+        if name == "_orc_acid_version" and not folder.marked:
+            folder.marked = True
+            folder.made_unmarked = bool(folder.files)
 
 
 class _Directories(dict[str, _Directory]):
@@ -399,44 +423,88 @@ class _Directories(dict[str, _Directory]):
     both have no folders below them yet.
     """
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, insert_only: bool = False) -> None:
         super().__init__({"": _Directory(), prefix: _Directory()})
         self.prefix = prefix
-        self.acid_dirs: dict[str, AcidDir | None] = {}
+        self.insert_only = insert_only
+        #: What a folder's name alone says, by name: every partition of a table names its
+        #: base and delta folders alike, so each such name is parsed once, not once a folder.
+        self.name_facts: dict[str, _NameFacts] = {}
 
     def __missing__(self, path: str) -> _Directory:
         parent_path, slash, name = path[:-1].rpartition("/")
         directory = self[path] = self._child(self[parent_path + slash], name)
         return directory
 
+    def _facts(self, name: str) -> _NameFacts:
+        facts = self.name_facts.get(name)
+        if facts is None:
+            facts = self.name_facts[name] = _NameFacts.parse(name)
+        return facts
+
     def _child(self, parent: _Directory, name: str) -> _Directory:
-        skipped = parent.skipped or (is_hidden(name) and not is_side_file(name))
-        if not parent.below_partition and parse_partition_component(name):
-            return _Directory(skipped, [*parent.partition_components, name])
-        below = [*parent.below_partition, name]
+        facts = self._facts(name)
+        skipped = parent.skipped or facts.hidden
+        if not parent.below_partition:
+            if facts.partition_component:
+                return _Directory(skipped, [*parent.partition_components, name])
+            # a folder of a partition: its base or delta folder, or an original files' folder
+            acid_dir = facts.acid_dir
+            in_delete_delta = facts.in_delete_delta
+            return _Directory(
+                skipped=skipped,
+                partition_components=parent.partition_components,
+                below_partition=[name],
+                acid_dir=acid_dir,
+                acid_dir_path=(
+                    self.prefix + "/".join([*parent.partition_components, name]) if acid_dir else ""
+                ),
+                in_delete_delta=in_delete_delta,
+                misplaced=parent.misplaced,
+                plain=(
+                    acid_dir is not None
+                    and not skipped
+                    and not (self.insert_only and in_delete_delta)
+                ),
+            )
+        # nested in the parent's base, delta or other folder
         misplaced = parent.misplaced
-        if parent.below_partition:  # nested in the parent's base, delta or other folder
-            acid_dir, acid_dir_path = parent.acid_dir, parent.acid_dir_path
-            if acid_dir is None and misplaced is None:
-                if parse_partition_component(name) or self._acid_dir(name) is not None:
-                    misplaced = name
-        else:
-            acid_dir = self._acid_dir(name)
-            acid_dir_path = self.prefix + "/".join([*parent.partition_components, name])
+        acid_dir = parent.acid_dir
+        if acid_dir is None and misplaced is None:
+            if facts.partition_component or facts.acid_dir is not None:
+                misplaced = name
         return _Directory(
             skipped=skipped,
             partition_components=parent.partition_components,
-            below_partition=below,
+            below_partition=[*parent.below_partition, name],
             acid_dir=acid_dir,
-            acid_dir_path=acid_dir_path if acid_dir else "",
-            in_delete_delta=isinstance(acid_dir, DeltaDir) and acid_dir.is_delete,
+            acid_dir_path=parent.acid_dir_path if acid_dir else "",
+            in_delete_delta=parent.in_delete_delta,
             misplaced=misplaced,
+            plain=False,  # files nested below a base or delta folder are never placed inline
         )
 
-    def _acid_dir(self, name: str) -> AcidDir | None:
-        if name not in self.acid_dirs:
-            self.acid_dirs[name] = parse_acid_dir(name)
-        return self.acid_dirs[name]
+
+@dataclass(frozen=True, slots=True)
+class _NameFacts:
+    """What placing a folder needs to know about its name."""
+
+    #: Hidden (``_x``, ``.x``) and no side file: nothing below is table data.
+    hidden: bool
+    #: Named ``k=v`` like a partition folder.
+    partition_component: bool
+    acid_dir: AcidDir | None
+    in_delete_delta: bool
+
+    @classmethod
+    def parse(cls, name: str) -> _NameFacts:
+        acid_dir = parse_acid_dir(name)
+        return cls(
+            hidden=is_hidden(name) and not is_side_file(name),
+            partition_component=parse_partition_component(name) is not None,
+            acid_dir=acid_dir,
+            in_delete_delta=isinstance(acid_dir, DeltaDir) and acid_dir.is_delete,
+        )
 
 
 def _group_listing(
@@ -445,12 +513,47 @@ def _group_listing(
     partitions: dict[str, _PartitionListing] = {}
     unrecognised: list[UnrecognisedEntry] = []
     prefix = root.rstrip("/") + "/"
-    directories = _Directories(prefix)
+    directories = _Directories(prefix, insert_only)
     names = _FileNames()
+    new = object.__new__
     for stored in files:
         path = stored.path
         cut = path.rfind("/") + 1
         directory = directories[path[:cut]]
+        if directory.plain:  # inside a base or delta folder: nearly every file, placed inline
+            name = path[cut:]
+            file_name = names[name]
+            if file_name.skipped:
+                continue  # _SUCCESS, .crc files: never table data
+            folder = directory.folder
+            if folder is None:  # the folder's first file: its partition and folder appear
+                if directory.listing is None:
+                    directory.partition_listing(partitions)
+                folder = directory.acid_folder()
+            if file_name.side_file:
+                directory.add_side_file(name)
+            elif stored.size == 0:
+                pass
+            elif directory.in_delete_delta and not file_name.bucket_file:
+                unrecognised.append(
+                    UnrecognisedEntry(path, f"{name!r} in {folder.dir.name} is not a bucket_N file")
+                )
+            else:
+                if path < folder.last_path:
+                    folder.in_path_order = False
+                folder.last_path = path
+                # _new_data_file(stored, folder.role, bucket, folder.dir, (), folder.marked),
+                # inline: this runs once per listed file
+                bucket = file_name.bucket_id
+                data_file = new(DataFile)
+                _set_file(data_file, stored)
+                _set_role(data_file, folder.role)
+                _set_bucket_id(data_file, bucket)
+                _set_folder(data_file, folder.dir)
+                _set_invalid_write_ids(data_file, ())
+                _set_acid_version_marked(data_file, folder.marked)
+                folder.files.append(data_file)
+            continue
         if directory.skipped:
             continue  # staging folders: never table data
         name = path[cut:]
@@ -473,21 +576,9 @@ def _place_in_folder(
     if insert_only and directory.in_delete_delta:
         return "delete delta in an insert-only table"
     folder = directory.folder or directory.acid_folder()
-    if len(directory.below_partition) > 1:
-        return f"nested folder inside {folder.dir.name}; ACID folders hold files only"
-    if file_name.side_file:
-        folder.side_files.add(name)
-        return None
-    if stored.size == 0:
-        return None
-    if directory.in_delete_delta and not file_name.bucket_file:
-        return f"{name!r} in {folder.dir.name} is not a bucket_N file"
-    files = folder.files
-    if files and stored.path < files[-1].path:
-        folder.in_path_order = False
-    files.append(stored)
-    folder.bucket_ids.append(file_name.bucket_id)
-    return None
+    # files directly inside a base or delta folder are placed in _group_listing
+    assert len(directory.below_partition) > 1
+    return f"nested folder inside {folder.dir.name}; ACID folders hold files only"
 
 
 def _place_original(
@@ -536,16 +627,71 @@ def _bucket_id(bucket_file: BucketFileName | None, original_file: OriginalFileNa
     return original_file.bucket_id if original_file is not None else 0
 
 
-def _resolve_partition(
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What resolving a partition chose, by folder name: partitions nearly always name their
+    folders alike, and then choose alike (the choice depends on the names, on whether a base
+    holds ``_metadata_acid``, and on the write-id and transaction lists only)."""
+
+    base: str | None
+    #: The chosen deltas in reading order: (name, validity, invalid write ids).
+    deltas: tuple[tuple[str, RangeValidity, tuple[int, ...]], ...]
+    #: The folders left out: (name, reason, detail).
+    excluded: tuple[tuple[str, ExclusionReason, str], ...]
+
+
+def _layout(listing: _PartitionListing) -> tuple[tuple[str, bool], ...]:
+    """The key of a partition's plan: its folder names, in listing order, and which of them
+    hold ``_metadata_acid``."""
+    return tuple(
+        (name, "_metadata_acid" in folder.side_files) for name, folder in listing.folders.items()
+    )
+
+
+def _plan(
     listing: _PartitionListing, write_ids: ValidWriteIdList, txns: ValidTxnList | None
-) -> PartitionSnapshot:
+) -> _Plan:
+    """Choose a partition's base and deltas (Hive's rules 1, 2 and 4)."""
     excluded: list[ExcludedEntry] = []
     folders = [f for f in listing.folders.values() if _visible(f, txns, excluded)]
-
     base = _choose_base(
         [f for f in folders if isinstance(f.dir, BaseDir)], write_ids, excluded, listing
     )
-    base_write = base.dir.write_id if base else 0
+    deltas = _choose_deltas(
+        [f for f in folders if isinstance(f.dir, DeltaDir)],
+        base.dir.name if base else None,
+        base.dir.write_id if base else 0,
+        write_ids,
+        excluded,
+    )
+    name_of = {folder.path: name for name, folder in listing.folders.items()}
+    return _Plan(
+        base=base.dir.name if base else None,
+        deltas=tuple((d.folder.name, d.validity, d.invalid_write_ids) for d in deltas),
+        excluded=tuple((name_of[e.path], e.reason, e.detail) for e in excluded),
+    )
+
+
+def _resolve_partition(
+    listing: _PartitionListing,
+    write_ids: ValidWriteIdList,
+    txns: ValidTxnList | None,
+    plans: dict[tuple[tuple[str, bool], ...], _Plan] | None = None,
+) -> PartitionSnapshot:
+    """Resolve one partition; ``plans`` (by :func:`_layout`, for the same write-id and
+    transaction lists) saves choosing again for partitions laid out alike."""
+    folders = listing.folders
+    if plans is None:
+        plan = _plan(listing, write_ids, txns)
+    else:
+        layout = _layout(listing)
+        plan = plans.get(layout)
+        if plan is None:
+            plan = plans[layout] = _plan(listing, write_ids, txns)
+    excluded = [
+        ExcludedEntry(folders[name].path, reason, detail) for name, reason, detail in plan.excluded
+    ]
+    base = folders[plan.base] if plan.base is not None else None
 
     originals = sorted(listing.originals, key=lambda f: f.path)
     if base and originals:
@@ -557,21 +703,18 @@ def _resolve_partition(
         )
         originals = []
 
-    deltas = _choose_deltas(
-        [f for f in folders if isinstance(f.dir, DeltaDir)],
-        base.dir.name if base else None,
-        base_write,
-        write_ids,
-        excluded,
-    )
-    slices = _bucket_slices(listing.partition, originals, base, deltas, listing.folders)
+    deltas = []
+    for name, validity, invalid in plan.deltas:
+        folder = folders[name]
+        deltas.append(ChosenDelta(folder.dir, folder.path, validity, invalid))  # type: ignore[arg-type]
+    slices = _bucket_slices(listing.partition, originals, base, deltas, folders)
     return PartitionSnapshot(
         partition=listing.partition,
         base=base.dir if base else None,
         base_path=base.path if base else None,
         deltas=tuple(deltas),
         slices=slices,
-        excluded=tuple(sorted(excluded, key=lambda e: e.path)),
+        excluded=tuple(sorted(excluded, key=lambda e: e.path)) if excluded else (),
     )
 
 
@@ -744,49 +887,60 @@ def _bucket_slices(
         original_files.setdefault(bucket, []).append(data_file)
     base_files: dict[int, list[DataFile]] = {}
     if base is not None:
-        _collect(base_files, base, FileRole.BASE, ())
+        _collect(base_files, base, ())
     delta_files: dict[int, list[DataFile]] = {}
     delete_delta_files: dict[int, list[DataFile]] = {}
     for chosen in deltas:
         folder = folders[chosen.folder.name]
         if chosen.folder.is_delete:
-            _collect(delete_delta_files, folder, FileRole.DELETE_DELTA, chosen.invalid_write_ids)
+            _collect(delete_delta_files, folder, chosen.invalid_write_ids)
         else:
-            _collect(delta_files, folder, FileRole.DELTA, chosen.invalid_write_ids)
+            _collect(delta_files, folder, chosen.invalid_write_ids)
     buckets = sorted({*original_files, *base_files, *delta_files, *delete_delta_files})
-    return tuple(
-        _new_bucket_slice(
-            partition,
-            bucket,
-            tuple(original_files.get(bucket, ())),
-            tuple(base_files.get(bucket, ())),
-            tuple(delta_files.get(bucket, ())),
-            tuple(delete_delta_files.get(bucket, ())),
-        )
-        for bucket in buckets
-    )
+    slices = []
+    new = object.__new__
+    for bucket in buckets:
+        # _new_bucket_slice(partition, bucket, ...), inline: this runs once per slice
+        bucket_slice = new(BucketSlice)
+        _set_partition(bucket_slice, partition)
+        _set_slice_bucket_id(bucket_slice, bucket)
+        files = original_files.get(bucket)
+        _set_original_files(bucket_slice, tuple(files) if files else ())
+        files = base_files.get(bucket)
+        _set_base_files(bucket_slice, tuple(files) if files else ())
+        files = delta_files.get(bucket)
+        _set_delta_files(bucket_slice, tuple(files) if files else ())
+        files = delete_delta_files.get(bucket)
+        _set_delete_delta_files(bucket_slice, tuple(files) if files else ())
+        slices.append(bucket_slice)
+    return tuple(slices)
 
 
 def _collect(
     files_by_bucket: dict[int, list[DataFile]],
     folder: _Folder,
-    role: FileRole,
     invalid_write_ids: tuple[int, ...],
 ) -> None:
     """Add a chosen folder's data files to ``files_by_bucket``, each bucket's in path order."""
-    acid_dir, marked = folder.dir, folder.acid_version_marked
-    files: Iterable[tuple[StoredFile, int]] = zip(folder.files, folder.bucket_ids, strict=True)
+    data_files = folder.files
+    if invalid_write_ids or folder.made_unmarked:
+        marked = folder.acid_version_marked
+        for data_file in data_files:  # still being made: their slots are set directly
+            _set_invalid_write_ids(data_file, invalid_write_ids)
+            _set_acid_version_marked(data_file, marked)
     if not folder.in_path_order:
-        files = sorted(files, key=_path_of_first)  # stable: ties keep the listing's order
-    for stored, bucket in files:
-        data_files = files_by_bucket.get(bucket)
-        if data_files is None:
-            data_files = files_by_bucket[bucket] = []
-        data_files.append(_new_data_file(stored, role, bucket, acid_dir, invalid_write_ids, marked))
+        data_files.sort(key=_path_of)  # stable: ties keep the listing's order
+    for data_file in data_files:
+        bucket = data_file.bucket_id
+        in_bucket = files_by_bucket.get(bucket)
+        if in_bucket is None:
+            files_by_bucket[bucket] = [data_file]
+        else:
+            in_bucket.append(data_file)
 
 
-def _path_of_first(pair: tuple[StoredFile, int]) -> str:
-    return pair[0].path
+def _path_of(data_file: DataFile) -> str:
+    return data_file.file.path
 
 
 # -- the guarantee: nothing silently left out ------------------------------------------------
@@ -862,7 +1016,10 @@ def resolve_files(
     write_ids = write_ids or ValidWriteIdList.all_committed()
     with _cyclic_gc_paused():
         listings, unrecognised = _group_listing(root, files, insert_only)
-        partitions = tuple(_resolve_partition(listing, write_ids, txns) for listing in listings)
+        plans: dict[tuple[tuple[str, bool], ...], _Plan] = {}
+        partitions = tuple(
+            _resolve_partition(listing, write_ids, txns, plans) for listing in listings
+        )
         del listings  # freed before the collector is back, which then looks at fewer objects
     return TableSnapshot(
         root=root,
@@ -904,6 +1061,7 @@ def resolve_partition_locations(
         listed = list(pool.map(listing, zip(locations, paths, strict=True)))
     partitions: list[PartitionSnapshot] = []
     unrecognised: list[UnrecognisedEntry] = []
+    plans: dict[tuple[tuple[str, bool], ...], _Plan] = {}
     with _cyclic_gc_paused():
         for location, path, files in zip(locations, paths, listed, strict=True):
             listings, odd = _group_listing(path, files, insert_only)
@@ -919,7 +1077,7 @@ def resolve_partition_locations(
                     )
                     continue
                 listing.partition = location.partition
-                partitions.append(_resolve_partition(listing, write_ids, txns))
+                partitions.append(_resolve_partition(listing, write_ids, txns, plans))
         del listed
     return TableSnapshot(
         root=root,
