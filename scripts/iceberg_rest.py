@@ -20,19 +20,19 @@ From Python: ``start(folder)`` returns a running :class:`RestCatalog` (its ``uri
 from __future__ import annotations
 
 import argparse
-import fcntl
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/: loaded by path too
+from _maven import locked, log, maven, run_package, tail  # noqa: E402
+
 POM = REPO / "scripts" / "iceberg_rest" / "pom.xml"
 LAUNCHER = REPO / "scripts" / "iceberg_rest" / "RestCatalog.java"
 CACHE = REPO / ".cache" / "iceberg-rest"
@@ -44,28 +44,6 @@ START_TIMEOUT = 120.0
 
 class RestCatalogError(RuntimeError):
     """The jars could not be fetched or the server did not start (with the log's tail)."""
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def tail(path: Path, lines: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return f"(no log at {path})"
-
-
-@contextmanager
-def locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def jar_dir() -> Path:
@@ -80,25 +58,17 @@ def fetch() -> Path:
     with locked(CACHE / "fetch.lock"):
         if stamp.is_file():
             return root / "lib"
-        mvn = os.environ.get("MVN") or "mvn"
-        if not shutil.which(mvn):
-            raise RestCatalogError(
-                f"{mvn} (Maven) is not on PATH; install it (apt-get install maven)"
-            )
+        mvn = maven()
+        if mvn is None:
+            raise RestCatalogError("mvn (Maven) is not on PATH; install it (apt-get install maven)")
         log(f"iceberg_rest: fetching Iceberg's REST catalog jars with Maven (log: {FETCH_LOG})")
-        shutil.rmtree(root, ignore_errors=True)
-        cmd = [mvn, "-B", "-ntp", "-f", str(POM), f"-Dmaven.repo.local={M2}",
-               f"-Dfetch.dir={root}", "package"]  # fmt: skip
-        with open(FETCH_LOG, "w") as out:
-            rc = subprocess.call(
-                cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO
-            )
+        rc, cmd = run_package(mvn, POM, M2, root, FETCH_LOG)
         names = [j.name for j in (root / "lib").glob("*.jar")]
         missing = [p for p in EXPECTED if not any(n.startswith(p) for n in names)]
         if rc != 0 or missing:
             raise RestCatalogError(
                 f"Maven fetch failed (exit {rc}, missing {missing or 'nothing'}): "
-                f"{' '.join(cmd)}\n--- last lines of {FETCH_LOG} ---\n{tail(FETCH_LOG)}"
+                f"{cmd}\n--- last lines of {FETCH_LOG} ---\n{tail(FETCH_LOG)}"
             )
         stamp.write_text(f"{POM} sha256 {root.name}\n")
         return root / "lib"

@@ -32,7 +32,6 @@ Standard library only (Python 3.10+); needs java (17) and mvn on PATH (or JAVA_H
 from __future__ import annotations
 
 import argparse
-import fcntl
 import hashlib
 import json
 import os
@@ -43,12 +42,14 @@ import struct
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from xml.sax.saxutils import escape
 
 HIVE_VERSION = "4.0.1"
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/: loaded by path too
+from _maven import locked, log, maven, run_package, tail  # noqa: E402
+
 POM = REPO / "scripts" / "metastore" / "pom.xml"
 CACHE = REPO / ".cache" / "hive-metastore"
 M2 = CACHE / "m2"
@@ -71,34 +72,11 @@ JVM_FLAGS = [
 ]
 
 
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def tail(path: Path, lines: int = 60) -> str:
-    try:
-        text = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return f"(no log at {path})"
-    return "\n".join(text[-lines:])
-
-
 def fail(msg: str, logfile: Path | None = None) -> None:
     if logfile is not None:
-        log(f"--- last lines of {logfile} ---\n{tail(logfile)}\n---")
+        log(f"--- last lines of {logfile} ---\n{tail(logfile, 60)}\n---")
     log(f"metastore: {msg}")
     sys.exit(1)
-
-
-@contextmanager
-def locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 # --------------------------------------------------------------------------------------------
@@ -141,32 +119,18 @@ def fetch() -> tuple[Jars, float]:
     with locked(CACHE / "fetch.lock"):
         if jars.complete():
             return jars, 0.0
-        mvn = os.environ.get("MVN") or "mvn"
-        if not shutil.which(mvn):
-            fail(f"{mvn} (Maven) is not on PATH; install it (Debian: apt-get install maven)")
+        mvn = maven()
+        if mvn is None:
+            fail("mvn (Maven) is not on PATH; install it (Debian: apt-get install maven)")
         log(
             f"metastore: fetching Hive metastore {HIVE_VERSION} and the jars it needs through "
             f"Maven (first use: about 130 MB; log: {FETCH_LOG})"
         )
         t0 = time.monotonic()
-        shutil.rmtree(jars.root, ignore_errors=True)
-        cmd = [
-            mvn,
-            "-B",
-            "-ntp",
-            "-f",
-            str(POM),
-            f"-Dmaven.repo.local={M2}",
-            f"-Dfetch.dir={jars.root}",
-            "package",
-        ]
-        with open(FETCH_LOG, "w") as out:
-            rc = subprocess.call(
-                cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO
-            )
+        rc, cmd = run_package(mvn, POM, M2, jars.root, FETCH_LOG)
         server_jar = jars.dist / "lib" / f"hive-standalone-metastore-server-{HIVE_VERSION}.jar"
         if rc != 0 or not server_jar.is_file():
-            fail(f"Maven fetch failed (exit {rc}): {' '.join(cmd)}", FETCH_LOG)
+            fail(f"Maven fetch failed (exit {rc}): {cmd}", FETCH_LOG)
         jars.stamp.write_text(f"{POM} sha256 {jars.digest}...\n")
         # Earlier fetches (an older pom) go, unless a running metastore still uses them.
         for old in CACHE.glob("jars-*"):

@@ -21,17 +21,15 @@ Standard library only (Python 3.10+); needs mvn on PATH (or MVN) and java 17 to 
 from __future__ import annotations
 
 import argparse
-import fcntl
 import hashlib
-import os
-import shutil
-import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/: loaded by path too
+from _maven import locked, log, maven, run_package, tail  # noqa: E402
+
 POM = REPO / "scripts" / "spark" / "pom.xml"
 CACHE = REPO / ".cache" / "spark-jars"
 M2 = CACHE / "m2"
@@ -55,30 +53,8 @@ SESSION_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 ICEBERG_CATALOG = "org.apache.iceberg.spark.SparkCatalog"
 
 
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def tail(path: Path, lines: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return f"(no log at {path})"
-
-
 class FetchError(RuntimeError):
     """Maven could not fetch the jars (the message holds the command and the log's tail)."""
-
-
-@contextmanager
-def locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def jar_dir() -> Path:
@@ -102,32 +78,18 @@ def fetch() -> list[Path]:
     with locked(CACHE / "fetch.lock"):
         if stamp.is_file():
             return _jars(root)
-        mvn = os.environ.get("MVN") or "mvn"
-        if not shutil.which(mvn):
-            raise FetchError(f"{mvn} (Maven) is not on PATH; install it (apt-get install maven)")
+        mvn = maven()
+        if mvn is None:
+            raise FetchError("mvn (Maven) is not on PATH; install it (apt-get install maven)")
         log(f"spark_jars: fetching Iceberg's and Delta's Spark jars with Maven (log: {FETCH_LOG})")
         t0 = time.monotonic()
-        shutil.rmtree(root, ignore_errors=True)
-        cmd = [
-            mvn,
-            "-B",
-            "-ntp",
-            "-f",
-            str(POM),
-            f"-Dmaven.repo.local={M2}",
-            f"-Dfetch.dir={root}",
-            "package",
-        ]
-        with open(FETCH_LOG, "w") as out:
-            rc = subprocess.call(
-                cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO
-            )
+        rc, cmd = run_package(mvn, POM, M2, root, FETCH_LOG)
         jars = _jars(root)
         missing = _missing(jars)
         if rc != 0 or missing:
             raise FetchError(
                 f"Maven fetch failed (exit {rc}, missing {missing or 'nothing'}): "
-                f"{' '.join(cmd)}\n--- last lines of {FETCH_LOG} ---\n{tail(FETCH_LOG)}"
+                f"{cmd}\n--- last lines of {FETCH_LOG} ---\n{tail(FETCH_LOG)}"
             )
         stamp.write_text(f"{POM} sha256 {root.name}\n")
         log(f"spark_jars: {len(jars)} jars in {root / 'lib'} ({time.monotonic() - t0:.0f} s)")
