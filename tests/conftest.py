@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -35,3 +37,15 @@ def hive_table(tmp_path: Path) -> Callable[[str], Path]:
         return arrange_fixture_table(name, tmp_path / "tables" / name)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> Path:
+    """An initialised SQLite metadata database in the session's throwaway AIRFLOW_HOME."""
+    home = Path(os.environ["AIRFLOW_HOME"])
+    airflow = Path(sys.executable).with_name("airflow")
+    done = subprocess.run(
+        [str(airflow), "db", "migrate"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return home

@@ -6,13 +6,9 @@ metrics record carry the Delta version, the table's current one."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
+from airflow_helpers import asset_events, register, task_xcom
 from deltalake import DeltaTable
 
 from airflow_provider_acid.operators.snapshot_tasks import acid_snapshot_tasks
@@ -20,59 +16,6 @@ from airflow_provider_acid.output.delta import DeltaSink
 
 NATION_3 = "default.nation:3:9223372036854775807::"
 NATION_4 = "default.nation:4:9223372036854775807::"
-
-
-@pytest.fixture(scope="session")
-def airflow_db() -> Path:
-    home = Path(os.environ["AIRFLOW_HOME"])
-    airflow = Path(sys.executable).with_name("airflow")
-    done = subprocess.run(
-        [str(airflow), "db", "migrate"], capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return home
-
-
-def register(dag, tmp_path: Path):
-    """dag.test() runs DAGs its bundle knows: store this one as the dags-folder bundle's."""
-    from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
-
-    DagBundlesManager().sync_bundles_to_db()
-    folder = tmp_path / f"no-dags-{dag.dag_id}"
-    folder.mkdir()
-    bag = DagBag(dag_folder=str(folder))
-    bag.bag_dag(dag)
-    sync_bag_to_db(bag, "dags-folder", None)
-    return dag
-
-
-def task_xcom(run, task_id: str) -> dict:
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        row = (
-            session.query(XComModel)
-            .filter_by(dag_id=run.dag_id, run_id=run.run_id, task_id=task_id, key="return_value")
-            .first()
-        )
-        return json.loads(row.value) if isinstance(row.value, str) else row.value
-
-
-def asset_events(uri: str) -> list[dict]:
-    from airflow.models.asset import AssetEvent, AssetModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        rows = (
-            session.query(AssetEvent)
-            .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
-            .filter(AssetModel.uri == uri)
-            .order_by(AssetEvent.id)
-            .all()
-        )
-        return [dict(r.extra or {}) for r in rows]
 
 
 def nation_dag(dag_id: str, nation: Path, out: Path, write_ids: str):

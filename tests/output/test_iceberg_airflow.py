@@ -7,69 +7,13 @@ event carry the Iceberg snapshot id, which is the table's current snapshot.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+from airflow_helpers import asset_events, register, task_xcom
 from pyiceberg.catalog import load_catalog
 
 from airflow_provider_acid.operators.snapshot_tasks import acid_snapshot_tasks
 
 NATION_4 = "default.nation:4:9223372036854775807::"
-
-
-@pytest.fixture(scope="session")
-def airflow_db() -> Path:
-    home = Path(os.environ["AIRFLOW_HOME"])
-    airflow = Path(sys.executable).with_name("airflow")
-    done = subprocess.run(
-        [str(airflow), "db", "migrate"], capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return home
-
-
-def register(dag, tmp_path: Path):
-    """dag.test() runs DAGs its bundle knows: store this one as the dags-folder bundle's."""
-    from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
-
-    DagBundlesManager().sync_bundles_to_db()
-    (tmp_path / "no-dags").mkdir()
-    bag = DagBag(dag_folder=str(tmp_path / "no-dags"))
-    bag.bag_dag(dag)
-    sync_bag_to_db(bag, "dags-folder", None)
-    return dag
-
-
-def commit_xcom(run, task_id: str) -> dict:
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        row = (
-            session.query(XComModel)
-            .filter_by(dag_id=run.dag_id, run_id=run.run_id, task_id=task_id, key="return_value")
-            .first()
-        )
-        return json.loads(row.value) if isinstance(row.value, str) else row.value
-
-
-def asset_events(uri: str) -> list[dict]:
-    from airflow.models.asset import AssetEvent, AssetModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        rows = (
-            session.query(AssetEvent)
-            .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
-            .filter(AssetModel.uri == uri)
-            .all()
-        )
-        return [dict(r.extra or {}) for r in rows]
 
 
 def test_the_commit_publishes_the_table_and_its_asset_is_the_table(
@@ -92,7 +36,7 @@ def test_the_commit_publishes_the_table_and_its_asset_is_the_table(
 
     run = register(dag, tmp_path).test()
     assert run.state == "success"
-    summary = commit_xcom(run, "commit")
+    summary = task_xcom(run, "commit")
     assert summary["output_format"] == "iceberg" and summary["newly_published"]
     block = summary["iceberg"]
     table = load_catalog(block["catalog_name"], **block["catalog"]).load_table(block["table"])
@@ -103,7 +47,7 @@ def test_the_commit_publishes_the_table_and_its_asset_is_the_table(
     assert event["table_version"] == summary["table_version"]
     assert event["snapshot_id"] == summary["snapshot_id"]
     assert event["output_format"] == "iceberg"
-    metrics = commit_xcom(run, "publish_metrics")["compaction"]
+    metrics = task_xcom(run, "publish_metrics")["compaction"]
     assert metrics["table_version"] == summary["table_version"]
     recorded = table.current_snapshot().summary.additional_properties
     assert recorded["airflow-acid.snapshot-id"] == summary["snapshot_id"]
