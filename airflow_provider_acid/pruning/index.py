@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import errno
 import json
 import logging
 import re
@@ -207,6 +208,9 @@ def _pointer_path(root: str, version: int) -> str:
 
 
 def _list_pointers(fs: Any, root: str) -> list[tuple[int, str]]:
+    # Object-store filesystems cache listings for the instance's life (fsspec shares it in a
+    # process): a version published since, by another process, must not be missed.
+    fs.invalidate_cache(f"{root}/_pointers")
     try:
         names = fs.ls(f"{root}/_pointers", detail=False)
     except FileNotFoundError:
@@ -279,11 +283,26 @@ def _damaged(path: str, exc: BaseException) -> IndexFormatError:
     return IndexFormatError(f"{path}: damaged index file ({type(exc).__name__}: {exc})")
 
 
-def _read_table(fs: Any, path: str, columns: Sequence[str] | None = None) -> pa.Table:
+def _fetch(fs: Any, path: str) -> bytes:
+    """An index file's bytes, fetched whole in one request: a range from 0 (s3fs asks for the
+    object's size first when no range is given, a round trip more per file)."""
     try:
-        raw = fs.cat_file(path)
+        return fs.cat_file(path, start=0)
     except FileNotFoundError as exc:
         raise _damaged(path, exc) from None
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:  # not "range not satisfiable" (an empty object)
+            raise
+        try:
+            return fs.cat_file(path)
+        except FileNotFoundError as exc:
+            raise _damaged(path, exc) from None
+
+
+def _read_table(fs: Any, path: str, columns: Sequence[str] | None = None) -> pa.Table:
+    """Some columns (all when None) of an index file, fetched whole in one request (a reader
+    needs most of its bytes anyway) and decoded from memory."""
+    raw = _fetch(fs, path)
     try:
         return pq.read_table(pa.BufferReader(raw), columns=list(columns) if columns else None)
     except _DAMAGED as exc:
@@ -648,7 +667,7 @@ def read(
     # column's family is chosen over all its segments before any min/max is decoded.
     with ThreadPoolExecutor(max_workers=_READ_WORKERS) as pool:
         file_jobs = [
-            pool.submit(_read_parquet, fs, f"{base}/files.parquet", _FILE_COLUMNS) for base in bases
+            pool.submit(_read_table, fs, f"{base}/files.parquet", _FILE_COLUMNS) for base in bases
         ]
         open_jobs = {
             col: [
@@ -697,19 +716,6 @@ def read_file_stats_table(
     return _pivot(files, joined, wanted_cols, None)
 
 
-def _read_parquet(fs: Any, path: str, columns: Sequence[str]) -> pa.Table:
-    """Some columns of an index file, fetched whole in one request (a reader needs most of
-    its bytes anyway) and decoded from memory."""
-    try:
-        raw = fs.cat_file(path)
-    except FileNotFoundError as exc:
-        raise _damaged(path, exc) from None
-    try:
-        return pq.read_table(pa.BufferReader(raw), columns=list(columns))
-    except _DAMAGED as exc:
-        raise _damaged(path, exc) from None
-
-
 class _RecordFile:
     """One segment's stored records of one column: fetched, footer parsed, families counted."""
 
@@ -726,10 +732,7 @@ class _RecordFile:
         if d is None:
             return None
         path = f"{base}/{d}/stats.parquet"
-        try:
-            data = fs.cat_file(path)
-        except FileNotFoundError as exc:
-            raise _damaged(path, exc) from None
+        data = _fetch(fs, path)
         try:
             file = pq.ParquetFile(pa.BufferReader(data), read_dictionary=["family"])
             return cls(file, bool(seg.get("file_ordinals")), path)
