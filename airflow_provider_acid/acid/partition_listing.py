@@ -8,14 +8,17 @@ instead:
 
 1. the table root, with one delimited listing (``fs.ls(path, detail=True)``; on S3 one
    ``ListObjectsV2`` with ``delimiter=/``, a page per 1,000 folders);
-2. level by level, the partition folders (``k=v``): the first folder of a level is looked
-   into, and only when it holds partition folders itself is the whole level listed the same
-   way (so every partition's values are known before any is dropped, and an undeclared
-   partition column's type is inferred from all of its values, as a whole listing does);
+2. level by level, the partition folders (``k=v``): the first folder of a level that the
+   filter keeps is listed recursively (the first folder, delimited, when it keeps none), and
+   only when it holds partition folders itself is the whole level listed the same way (so
+   every partition's values are known before any is dropped, and an undeclared partition
+   column's type is inferred from all of its values, as a whole listing does);
 3. the filter (a callable over the partitions found) keeps some, and only those are listed
    recursively, ``max_workers`` at a time, with whatever else the levels above held (files
    and folders that are no partition folders are always listed whole, so they are placed or
-   refused exactly as today).
+   refused exactly as today). On an object store, when that would take more requests than
+   one recursive listing of the whole table, the table is listed whole instead, and what
+   lies in the partitions left out is dropped.
 
 The files found are a subset of the whole listing: those below the kept partition folders and
 those outside any partition folder, with the same paths, sizes and versions, so resolution
@@ -28,6 +31,7 @@ columns) sees the table as before.
 from __future__ import annotations
 
 import posixpath
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -152,6 +156,64 @@ def _find(fs: AbstractFileSystem, path: str) -> dict[str, dict[str, Any]]:
         return {}
 
 
+#: Keys an object store returns in one listing page, by protocol: listing ``n`` objects
+#: recursively costs ``ceil(n / page)`` requests there, however many folders they are in. A
+#: filesystem not named here reads one folder a call, so listing some partitions never costs
+#: more than listing the table whole.
+_PAGE_KEYS = {"s3": 1000, "s3a": 1000, "gs": 1000, "gcs": 1000, "abfs": 5000, "az": 5000}
+
+
+def _page_keys(fs: AbstractFileSystem) -> int | None:
+    protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
+    return next((_PAGE_KEYS[p] for p in protocols if p in _PAGE_KEYS), None)
+
+
+def _below(found: dict[str, dict[str, Any]], path: str) -> dict[str, dict[str, Any]]:
+    prefix = path.rstrip("/") + "/"
+    return {k: v for k, v in found.items() if str(v.get("name", k)).startswith(prefix)}
+
+
+def _holds_partition_folders(found: dict[str, dict[str, Any]], path: str) -> bool:
+    """Whether a recursive listing of ``path`` shows a ``k=v`` folder directly inside it."""
+    prefix = len(path.rstrip("/")) + 1
+    for key, info in found.items():
+        first, slash, _ = str(info.get("name", key))[prefix:].partition("/")
+        if slash and parse_partition_component(first) is not None:
+            return True
+    return False
+
+
+class _Subtrees:
+    """Recursive listings made so far, by folder (thread-safe): a folder below one of them is
+    answered from it, without another request."""
+
+    def __init__(self, fs: AbstractFileSystem) -> None:
+        self.fs = fs
+        self.found: dict[str, dict[str, dict[str, Any]]] = {}
+        self.lock = threading.Lock()
+
+    def find(self, path: str) -> dict[str, dict[str, Any]]:
+        with self.lock:
+            folder = path
+            while folder not in self.found and "/" in folder.strip("/"):
+                folder = posixpath.dirname(folder.rstrip("/"))
+            listed = self.found.get(folder)
+        if listed is not None:
+            return listed if folder == path else _below(listed, path)
+        found = _find(self.fs, path)
+        with self.lock:
+            self.found[path] = found
+        return found
+
+
+def _flags(keep: PartitionFilter | None, level: Sequence[_Folder]) -> list[bool]:
+    partitions = [Partition.from_components(f.components) for f in level]
+    flags = [True] * len(level) if keep is None else list(keep(partitions))
+    if len(flags) != len(level):
+        raise ValueError(f"the partition filter gave {len(flags)} flags for {len(level)}")
+    return flags
+
+
 def list_partitions(
     fs: AbstractFileSystem,
     root: str,
@@ -159,7 +221,16 @@ def list_partitions(
     *,
     max_workers: int = DEFAULT_WORKERS,
 ) -> ScopedListing:
-    """List the partitions of the table at ``root`` that ``keep`` keeps (all when None)."""
+    """List the partitions of the table at ``root`` that ``keep`` keeps (all when None).
+
+    Whether a level of partition folders is the last is learnt from the first folder the
+    filter keeps there (as though it were the last level: a filter judges the values it is
+    given and keeps what the missing ones could match), listed recursively, which it has to
+    be anyway when it is a partition; when the filter keeps none, from the level's first
+    folder, listed delimited. On an object store, when listing the kept partitions one by one
+    would take more requests than one recursive listing of the table (estimated from the
+    first kept partition's size), the table is listed whole and what lies in the partitions
+    left out is dropped: the files found are the same either way."""
     root = root.rstrip("/") or "/"
     top = _Folder(root, ())
     try:
@@ -171,13 +242,25 @@ def list_partitions(
     files, others, level = _split(entries, top)
     if not level:  # unpartitioned: one recursive listing, as before
         return ScopedListing(root, tuple(list_table_files(fs, root)), (), (), whole=True)
+    subtrees = _Subtrees(fs)
     workers = max(1, max_workers)
     with ThreadPoolExecutor(max_workers=workers) as pool:
         while True:
-            probe = _ls(fs, level[0].path)
-            if not _has_partition_folders(probe):
-                break  # the leaf level: these folders are the partitions
-            listed = [probe, *pool.map(lambda f: _ls(fs, f.path), level[1:])]
+            flags = _flags(keep, level)  # final once this level proves to be the last
+            first = next((f for f, flag in zip(level, flags, strict=True) if flag), None)
+            probe: list[dict[str, Any]] | None = None
+            if first is not None:
+                if not _holds_partition_folders(subtrees.find(first.path), first.path):
+                    break  # the leaf level: these folders are the partitions
+            else:
+                probe = _ls(fs, level[0].path)
+                if not _has_partition_folders(probe):
+                    break
+            rest = level if probe is None else level[1:]
+            listed = [
+                *([probe] if probe is not None else []),
+                *pool.map(lambda f: _ls(fs, f.path), rest),
+            ]
             deeper: list[_Folder] = []
             for folder, children in zip(level, listed, strict=True):
                 more_files, more_others, sub = _split(children, folder)
@@ -189,17 +272,58 @@ def list_partitions(
                 deeper += sub
             level = deeper
         partitions = tuple(Partition.from_components(f.components) for f in level)
-        flags = [True] * len(level) if keep is None else list(keep(partitions))
-        if len(flags) != len(level):
-            raise ValueError(f"the partition filter gave {len(flags)} flags for {len(level)}")
         kept = [f for f, flag in zip(level, flags, strict=True) if flag]
         if not kept:
             whole = list_table_files(fs, root)
             return ScopedListing(root, tuple(whole), partitions, (), whole=True)
-        for found in pool.map(lambda p: _find(fs, p), [f.path for f in kept] + others):
-            files.update(found)
+        if _whole_is_cheaper(fs, len(kept), len(level), len(subtrees.find(kept[0].path))):
+            files.update(_kept_part(_find(fs, root), root, level, flags, others))
+        else:
+            for found in pool.map(subtrees.find, [f.path for f in kept] + others):
+                files.update(found)
     kept_partitions = tuple(p for p, flag in zip(partitions, flags, strict=True) if flag)
     return ScopedListing(root, tuple(_stored_files(files)), partitions, kept_partitions)
+
+
+def _whole_is_cheaper(fs: AbstractFileSystem, kept: int, partitions: int, first: int) -> bool:
+    """Whether one recursive listing of the table takes fewer requests than listing the
+    ``kept`` of ``partitions`` partitions one by one (one has been, holding ``first`` files):
+    on an object store, the table's size estimated as that many files a partition."""
+    page = _page_keys(fs)
+    if page is None:
+        return False
+    whole_pages = -(-partitions * max(1, first) // page)
+    return kept - 1 > whole_pages
+
+
+def _kept_part(
+    found: dict[str, dict[str, Any]],
+    root: str,
+    level: Sequence[_Folder],
+    flags: Sequence[bool],
+    others: Sequence[str],
+) -> dict[str, dict[str, Any]]:
+    """Of a recursive listing of the whole table, what a scoped listing would have found: the
+    files below the kept partition folders and below the other folders listed whole."""
+    kept = {f.path for f, flag in zip(level, flags, strict=True) if flag}
+    wanted = {depth: set() for depth in {len(f.components) for f in level}}
+    for folder in level:
+        if folder.path in kept:
+            wanted[len(folder.components)].add(folder.path)
+    for other in others:
+        depth = other[len(root) + 1 :].count("/") + 1
+        wanted.setdefault(depth, set()).add(other)
+    prefix = len(root) + 1
+    out = {}
+    for key, info in found.items():
+        path = str(info.get("name", key))
+        parts = path[prefix:].split("/")
+        if any(
+            len(parts) > depth and f"{root}/{'/'.join(parts[:depth])}" in paths
+            for depth, paths in wanted.items()
+        ):
+            out[key] = info
+    return out
 
 
 def spec_filter(specs: Sequence[Any]) -> PartitionFilter:

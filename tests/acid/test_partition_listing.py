@@ -115,8 +115,18 @@ def test_one_partition_lists_only_that_partition(tmp_path):
     assert [str(p) for p in listing.kept] == ["p=7"]
     assert listing.partitions_total == 30
     assert [f.path for f in listing.files] == whole_files_of(root, {"p=7"})
-    # the root, one partition looked into to find the leaf level, and the kept one listed
-    assert fs.calls == [("ls", str(root)), ("ls", f"{root}/p=0"), ("find", f"{root}/p=7")]
+    # the root, then the kept partition, whose recursive listing shows it is a leaf
+    assert fs.calls == [("ls", str(root)), ("find", f"{root}/p=7")]
+
+
+def test_keeping_none_looks_into_the_first_folder_to_find_the_leaf_level(tmp_path):
+    root = tmp_path / "t"
+    write_many_partitions(str(root), 5)
+    fs = counting_fs()
+    listing = list_partitions(fs, str(root), PredicateFolderFilter(parse_sql_where("p = 70")))
+
+    assert listing.kept == () and listing.whole and listing.partitions_total == 5
+    assert fs.calls == [("ls", str(root)), ("ls", f"{root}/p=0"), ("find", str(root))]
 
 
 def test_the_snapshot_of_the_kept_partitions_is_the_whole_listings(tmp_path):
@@ -151,11 +161,12 @@ def test_two_levels_are_listed_level_by_level_and_pruned_on_both(tmp_path):
     assert [f.path for f in listing.files] == whole_files_of(
         root, {"dt=2024-01-02/hr=5", "dt=2024-01-02/hr=12"}
     )
+    # the first dt folder kept, recursively (it holds hr folders: no leaf); the kept hr
+    # folders below it are answered from that listing
     finds = sorted(path for call, path in fs.calls if call == "find")
-    assert finds == [f"{root}/dt=2024-01-02/hr=12", f"{root}/dt=2024-01-02/hr=5"]
-    # the root; the first level whole (so hr's type is inferred from all of its values, the
-    # first dt folder being the one looked into); one hr folder looked into
-    assert sum(call == "ls" for call, _ in fs.calls) == 1 + 3 + 1
+    assert finds == [f"{root}/dt=2024-01-02"]
+    # the root; the first level whole (so hr's type is inferred from all of its values)
+    assert sum(call == "ls" for call, _ in fs.calls) == 1 + 3
 
 
 def test_a_value_that_is_no_value_of_its_type_is_kept():

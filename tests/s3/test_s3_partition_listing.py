@@ -40,7 +40,7 @@ def table(s3):
     return url, url.removeprefix(f"s3://{s3.bucket}/")
 
 
-def test_a_one_partition_manifest_lists_the_root_a_probe_and_that_partition(s3, table):
+def test_a_one_partition_manifest_lists_the_root_and_that_partition(s3, table):
     url, key = table
     with s3.requests.recording() as seen:
         manifest = compute_manifest(url, "p = 17", storage_options=s3.storage_options)
@@ -48,24 +48,74 @@ def test_a_one_partition_manifest_lists_the_root_a_probe_and_that_partition(s3, 
     assert {s.partition for s in manifest.slices} == {"p=17"}
     assert listings(seen, s3) == [
         (f"{key}/", "/"),  # the partition folders
-        (f"{key}/p=0/", "/"),  # is p=0 a leaf? (it holds no partition folders)
-        (f"{key}/p=17/", ""),  # the kept partition, recursively
+        (f"{key}/p=17/", ""),  # the kept partition, recursively: a leaf (no k=v folder in it)
     ]
 
 
-def test_a_tenth_of_the_partitions_is_listed_and_resolves_like_the_whole_table(s3, table):
+def test_a_one_partition_manifest_with_an_index_makes_seven_requests(s3, table):
+    url, key = table
+    index = s3.url("parts-index")
+    options = {"storage_options": s3.storage_options, "index_storage_options": s3.storage_options}
+    where = "p = 17 AND amount = 7"
+    whole = compute_manifest(url, where, index_uri=index, refresh=True, **options)
+    with s3.requests.recording() as seen:
+        manifest = compute_manifest(url, where, index_uri=index, **options)
+    assert [s.to_dict() for s in manifest.slices] == [s.to_dict() for s in whole.slices]
+    assert {s.partition for s in manifest.slices} == {"p=17"}
+    index_key = index.removeprefix(f"s3://{s3.bucket}/")
+    asked = sorted(
+        (r.operation, r.key or r.prefix)
+        for r in seen
+        if r.bucket == s3.bucket and not r.is_continuation
+    )
+    newest = f"{key}/" + max(f.path for s in manifest.slices for f in s.files)
+    # the partition folders, the kept partition, the newest file's footer (the schema), the
+    # index's pointers, the newest pointer and the two index files the predicate needs
+    # (its files, and the records of amount), each in one request: no HEAD
+    assert [(op, k) for op, k in asked if op == "ListObjectsV2"] == [
+        ("ListObjectsV2", f"{key}/"),
+        ("ListObjectsV2", f"{key}/p=17/"),
+        ("ListObjectsV2", f"{index_key}/_pointers/"),
+    ]
+    gets = [k for op, k in asked if op == "GetObject"]
+    assert len(gets) == 4 and newest in gets
+    assert sum(k.startswith(f"{index_key}/_pointers/v") for k in gets) == 1
+    assert sum(k.endswith("/files.parquet") for k in gets) == 1
+    assert sum(k.endswith("/column=amount/stats.parquet") for k in gets) == 1
+    assert len(asked) == 7  # no page more: 40 partition folders fit in one
+
+
+def _same_partitions(scoped, url, s3, expected):
+    whole = resolve_snapshot(url, storage_options=s3.storage_options)
+    mine = {p["path"]: p for p in snapshot_to_dict(scoped.snapshot)["partitions"]}
+    theirs = {p["path"]: p for p in snapshot_to_dict(whole)["partitions"]}
+    assert sorted(mine) == expected
+    assert all(mine[path] == theirs[path] for path in mine)
+
+
+def test_two_partitions_are_listed_each_and_resolve_like_the_whole_table(s3, table):
+    url, key = table
+    with s3.requests.recording() as seen:
+        scoped = resolve_partition_specs(url, ["p=0", "p=1"], storage_options=s3.storage_options)
+    recursive = sorted(prefix for prefix, delimiter in listings(seen, s3) if not delimiter)
+    assert recursive == [f"{key}/p=0/", f"{key}/p=1/"]
+    _same_partitions(scoped, url, s3, ["p=0", "p=1"])
+
+
+def test_a_tenth_of_a_small_table_is_listed_in_one_request_and_resolves_the_same(s3, table):
+    # 40 partitions of 2 files: one recursive listing of all 80 files is one page, fewer
+    # requests than listing the 3 kept partitions left after the first one by one
     url, key = table
     with s3.requests.recording() as seen:
         scoped = resolve_partition_specs(
             url, [f"p={i}" for i in range(4)], storage_options=s3.storage_options
         )
-    recursive = sorted(prefix for prefix, delimiter in listings(seen, s3) if not delimiter)
-    assert recursive == sorted(f"{key}/p={i}/" for i in range(4))
-    whole = resolve_snapshot(url, storage_options=s3.storage_options)
-    mine = {p["path"]: p for p in snapshot_to_dict(scoped.snapshot)["partitions"]}
-    theirs = {p["path"]: p for p in snapshot_to_dict(whole)["partitions"]}
-    assert sorted(mine) == [f"p={i}" for i in range(4)]
-    assert all(mine[path] == theirs[path] for path in mine)
+    assert listings(seen, s3) == [(f"{key}/", "/"), (f"{key}/p=0/", ""), (f"{key}/", "")]
+    assert [str(p) for p in scoped.listing.kept] == [f"p={i}" for i in range(4)]
+    root = scoped.listing.root
+    assert scoped.scoped and scoped.listing.covers(f"{root}/p=2/x")
+    assert not scoped.listing.covers(f"{root}/p=5/x")
+    _same_partitions(scoped, url, s3, [f"p={i}" for i in range(4)])
 
 
 def test_find_new_delta_folders_lists_only_the_watched_partitions(s3, table):
