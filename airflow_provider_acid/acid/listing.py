@@ -10,6 +10,8 @@ import fsspec
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
+from .storage import naming
+
 
 class TableLocationError(OSError):
     """The table location does not exist or cannot be listed."""
@@ -62,7 +64,8 @@ def location_uri(fs: AbstractFileSystem, path: str) -> str:
 def list_table_files(fs: AbstractFileSystem, root: str) -> list[StoredFile]:
     """Every file below ``root``, found with a single recursive ``find`` call, sorted by path."""
     try:
-        found = fs.find(root, detail=True)
+        with naming(root):
+            found = fs.find(root, detail=True)
     except FileNotFoundError:
         found = {}
     if not found and not fs.isdir(root):  # only an empty answer costs a second call

@@ -43,6 +43,7 @@ from fsspec import AbstractFileSystem
 from .listing import StoredFile, TableLocationError, _stored_files, list_table_files
 from .names import is_hidden, is_side_file
 from .partitions import Partition, parse_partition_component
+from .storage import naming
 
 #: What decides which partitions are listed: one flag per partition found, in order.
 PartitionFilter = Callable[[Sequence[Partition]], Sequence[bool]]
@@ -109,7 +110,8 @@ def _ls(fs: AbstractFileSystem, path: str) -> list[dict[str, Any]]:
     # (which fsspec shares across calls in a process): a folder made since must not be missed.
     fs.invalidate_cache(path)
     try:
-        entries = fs.ls(path, detail=True)
+        with naming(path):
+            entries = fs.ls(path, detail=True)
     except FileNotFoundError:
         raise TableLocationError(f"folder {path!r} does not exist or is not a folder") from None
     own = path.rstrip("/")
@@ -151,7 +153,8 @@ def _has_partition_folders(entries: list[dict[str, Any]]) -> bool:
 
 def _find(fs: AbstractFileSystem, path: str) -> dict[str, dict[str, Any]]:
     try:
-        return fs.find(path, detail=True)
+        with naming(path):
+            return fs.find(path, detail=True)
     except FileNotFoundError:  # gone since it was listed: nothing below it any more
         return {}
 

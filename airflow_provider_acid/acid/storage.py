@@ -33,7 +33,8 @@ import posixpath
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import BinaryIO
 
 from fsspec import AbstractFileSystem
@@ -118,9 +119,34 @@ def _make_parent(fs: AbstractFileSystem, path: str) -> str:
     return parent
 
 
+@contextmanager
+def naming(path: str) -> Iterator[None]:
+    """A storage error raised inside names ``path`` if it does not already (s3fs's, once its
+    retries are spent, carry only the server's words): the same class and errno, with
+    ``filename`` set, so that what callers check of it still holds."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None or path in str(exc):
+            raise
+        try:
+            if exc.errno is not None:
+                named = type(exc)(exc.errno, exc.strerror or str(exc), path)
+            else:
+                named = type(exc)(f"{path}: {exc}")
+        except Exception:  # a subclass made otherwise: keep it as it is
+            raise exc from None
+        raise named from exc
+
+
 def write_whole(fs: AbstractFileSystem, path: str, data: bytes) -> None:
     """Store ``data`` at ``path``, creating its folder: locally a hidden temporary file renamed
     over ``path``; on object stores one PUT, so an object appears whole or not at all."""
+    with naming(path):
+        _write_whole(fs, path, data)
+
+
+def _write_whole(fs: AbstractFileSystem, path: str, data: bytes) -> None:
     _make_parent(fs, path)
     if renames_atomically(fs):
         temporary = temporary_path(path)
@@ -160,7 +186,8 @@ def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
             if os.path.exists(temporary):
                 os.unlink(temporary)
     try:  # objects need no folder
-        fs.pipe_file(path, data, mode="create")
+        with naming(path):
+            fs.pipe_file(path, data, mode="create")
     except FileExistsError:
         return False
     return True

@@ -26,6 +26,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from ..acid.storage import naming
+
 __all__ = ["TAIL_BYTES", "FileTail", "FooterError", "TailFile", "footer_span", "read_tail"]
 
 #: What the first ranged read fetches from the end of a file.
@@ -117,6 +119,11 @@ def read_tail(fs: Any, path: str, size: int | None = None) -> FileTail:
 
     ``size`` is the file's size as listed (one ``HEAD`` when None). Raises FileNotFoundError
     for a missing file, :class:`FooterError` for a tail that is no footer."""
+    with naming(path):
+        return _read_tail(fs, path, size)
+
+
+def _read_tail(fs: Any, path: str, size: int | None) -> FileTail:
     if size is None:
         size = int(fs.size(path))
     if size <= 0:

@@ -47,7 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..acid.storage import remove_temporaries, write_whole
+from ..acid.storage import naming, remove_temporaries, write_whole
 from .column_types import type_family
 from .stats import ColumnStats, FileStats, StatsError, read_file_stats
 
@@ -287,16 +287,15 @@ def _fetch(fs: Any, path: str) -> bytes:
     """An index file's bytes, fetched whole in one request: a range from 0 (s3fs asks for the
     object's size first when no range is given, a round trip more per file)."""
     try:
-        return fs.cat_file(path, start=0)
+        with naming(path):
+            try:
+                return fs.cat_file(path, start=0)
+            except OSError as exc:
+                if exc.errno != errno.EINVAL:  # not "range not satisfiable" (an empty object)
+                    raise
+                return fs.cat_file(path)
     except FileNotFoundError as exc:
         raise _damaged(path, exc) from None
-    except OSError as exc:
-        if exc.errno != errno.EINVAL:  # not "range not satisfiable" (an empty object)
-            raise
-        try:
-            return fs.cat_file(path)
-        except FileNotFoundError as exc:
-            raise _damaged(path, exc) from None
 
 
 def _read_table(fs: Any, path: str, columns: Sequence[str] | None = None) -> pa.Table:

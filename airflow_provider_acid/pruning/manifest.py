@@ -51,7 +51,7 @@ from ..acid.snapshot import (
     check_placed,
 )
 from ..acid.source import TableDefinition, TableSource, storage_only_warning
-from ..acid.storage import write_whole
+from ..acid.storage import naming, write_whole
 from .bucket_pruning import bucket_spec, possible_buckets
 from .dnf_filters import parse_dnf_filters
 from .evaluator import might_match
@@ -829,7 +829,8 @@ def manifest_checksum(manifest: SliceManifest) -> str:
 
 
 def _read_manifest(fs: AbstractFileSystem, path: str) -> SliceManifest:
-    raw = fs.cat_file(path)  # storage errors are raised here, the rest is parsing
+    with naming(path):
+        raw = fs.cat_file(path)  # storage errors are raised here, the rest is parsing
     try:
         data = _parse_manifest(path, raw)
     except OSError as exc:  # pyarrow's for a damaged Parquet file

@@ -293,3 +293,23 @@ def test_a_cleaner_leaves_a_locked_temporary_and_a_fresh_pending_one(tmp_path):
     assert Path(live).exists() and pending.exists()
     handle.close()  # the writer is gone: its temporary can go
     assert remove_temporaries(fs, str(tmp_path), lambda n: n == "a.parquet") == [live]
+
+
+def test_a_storage_error_names_the_object_it_was_about(tmp_path):
+    import errno
+
+    from airflow_provider_acid.acid.storage import naming
+
+    with pytest.raises(OSError) as failed, naming("warehouse/t/manifest.json"):
+        raise OSError(errno.EBUSY, "We encountered an internal error. Please try again.")
+    assert type(failed.value) is OSError and failed.value.errno == errno.EBUSY
+    assert failed.value.filename == "warehouse/t/manifest.json"
+    assert "internal error" in str(failed.value) and "manifest.json" in str(failed.value)
+    # an error that names its file already, and one whose class is kept, pass unchanged
+    missing = FileNotFoundError(errno.ENOENT, "No such file", str(tmp_path / "x"))
+    with pytest.raises(FileNotFoundError) as again, naming(str(tmp_path / "y")):
+        raise missing
+    assert again.value is missing
+    with pytest.raises(TimeoutError, match="read timed out: 'warehouse/t/p=1'"):
+        with naming("warehouse/t/p=1"):
+            raise TimeoutError(errno.ETIMEDOUT, "read timed out")

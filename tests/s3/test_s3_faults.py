@@ -243,8 +243,10 @@ def test_a_manifest_upload_that_never_gets_through_commits_nothing(
 
     counts = report(record_property, "refused manifest", "503", seen)
     message = str(failed.value)
-    # s3fs's translation of the S3 error: errno EBUSY and the server's message
+    # s3fs's translation of the S3 error: errno EBUSY and the server's message, naming the
+    # object it was writing
     assert failed.value.errno == errno.EBUSY and "unable to handle" in message, message
+    assert failed.value.filename.endswith("/manifest.json") and "manifest.json" in message
     hit = [r for r in seen if r.injected]
     assert [r.attempt for r in hit] == [1, 2, 3]  # botocore used up its 3 attempts
     assert all(r.key.endswith("/manifest.json") for r in hit)
