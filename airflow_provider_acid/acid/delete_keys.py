@@ -8,7 +8,8 @@ The keys are kept per ``(originalTransaction, bucket)`` as a sorted array of uni
 batch's rows of one ``(originalTransaction, bucket)`` nearly always carry consecutive rowIds
 (Hive numbers the rows of a write's bucket 0, 1, 2, ... in each file): then the deleted rows'
 positions are the deleted rowIds minus the first one, and the mask is made by scattering them
-(``pyarrow.compute.scatter``), with no hashing; other batches are matched with ``is_in``.
+(``pyarrow.compute.inverse_permutation``: the positions no deleted rowId lands on are null), with
+no hashing; other batches, and pyarrow releases without that kernel, are matched with ``is_in``.
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ _MAX_RUNS = 64
 
 
 def _scatter_works() -> bool:
-    """Whether this pyarrow has the ``scatter`` kernel with its options (recent releases)."""
+    """Whether this pyarrow has the ``inverse_permutation`` kernel with its options (recent
+    releases): it scatters positions twice as fast as ``scatter`` of a constant array."""
     try:
-        mask = pc.scatter(pa.array([True]), pa.array([1], pa.int64()), max_index=2)
+        mask = pc.inverse_permutation(pa.array([1], pa.int64()), max_index=2)
     except (AttributeError, TypeError, pa.ArrowException):
         return False
-    return mask.to_pylist() == [None, True, None]
+    return mask.to_pylist() == [None, 0, None]
 
 
 #: Whether masks of consecutive rowIds are made by scattering (else by ``is_in``).
@@ -144,7 +146,7 @@ class DeleteKeySet:
         if SCATTER and _consecutive(row_ids, low_id, high_id):
             # row i carries rowId low_id + i: the deleted rows are at (deleted rowId - low_id)
             positions = pc.subtract(window, pa.scalar(low_id, pa.int64()))
-            hits = pc.scatter(_trues(len(window)), positions, max_index=len(row_ids) - 1)
+            hits = pc.inverse_permutation(positions, max_index=len(row_ids) - 1)
             return pc.is_valid(hits)  # the rows no deleted rowId was scattered to are null
         return pc.is_in(row_ids, value_set=window)
 
@@ -158,13 +160,6 @@ def _slow_runs(original: pa.Array, bucket: pa.Array) -> list[tuple[int, int]]:
     )
     bounds = [0, *(i + 1 for i in pc.indices_nonzero(changed).to_pylist()), n]
     return list(zip(bounds[:-1], bounds[1:], strict=True))
-
-
-_TRUES = pa.repeat(pa.scalar(True), 1 << 16)
-
-
-def _trues(n: int) -> pa.Array:
-    return _TRUES.slice(0, n) if n <= len(_TRUES) else pa.repeat(pa.scalar(True), n)
 
 
 def _consecutive(row_ids: pa.Array, low: int, high: int) -> bool:

@@ -24,7 +24,8 @@ Rows of writes the write-id list does not show (a partly valid delta range) are 
 invisible; delete events of such writes are dropped.
 
 Data is read stripe by stripe (ORC) or batch by batch (Parquet, insert-only tables), through
-fsspec file objects, so memory follows the stripe and batch size, not the file size.
+fsspec file objects (a local ORC file's stripes through pyarrow's own file, which reads without
+the GIL), so memory follows the stripe and batch size, not the file size.
 """
 
 from __future__ import annotations
@@ -696,7 +697,7 @@ class SliceReader:
                 assert opened.acid_names is not None
                 op, otx, bucket, row_id, ctx, _ = opened.acid_names
                 check_validity = not _fully_valid(data_file, self.write_ids)
-                wanted = [op, otx, bucket, row_id, ctx]
+                wanted = [op, otx, bucket, row_id] + ([ctx] if check_validity else [])
                 for batch in opened.stripes(wanted, self.batch_rows):
                     operations = pc.min_max(batch.column(op))
                     if operations["min"].as_py() != _DELETE or operations["max"].as_py() != _DELETE:

