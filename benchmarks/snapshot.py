@@ -15,15 +15,24 @@ objects already in memory) to the partitions' bucket slices. Listing storage, an
 fsspec's listing dicts into ``StoredFile`` objects, is not part of it (benchmarks/listing.py
 times the whole path on an S3 server).
 
+Every partition of that listing is laid out alike (the same folder and file names), as when
+the same statements wrote them all, and resolution makes every partition after the first of a
+layout from that one's template (``acid/snapshot.py``). So two more figures are printed per
+size, measured in the same run: a consumer walking every data file of the snapshot made
+(``[f for s in snapshot.slices for f in s.data_files]``: the files are made during
+resolution, so this is only the walk), and the same listing with every partition laid out its
+own way (each partition's folders with write ids of its own), which is resolved the plain way.
+
 Target (issue #14): resolution of 1M data files under 2 s.
 
-    python benchmarks/snapshot.py [--sizes 100000 1000000] [--repeat 3]
+    python benchmarks/snapshot.py [--sizes 100000 1000000] [--repeat 3] [--no-distinct]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import time
 
 from manifest import ROOT, synthetic_files
@@ -42,6 +51,24 @@ def reference_pass(files: list[StoredFile]) -> int:
 
 
 TARGET_1M_SECONDS = 2.0
+_WRITE_IDS = re.compile(r"/dt=(\d+)/(base|delta|delete_delta)_(\d+)(?:_(\d+))?")
+
+
+def distinct_layouts(files: list[StoredFile]) -> list[StoredFile]:
+    """The same listing with each partition's write ids moved by 10 times its number: no two
+    partitions laid out alike (and the same files chosen)."""
+
+    def moved(match: re.Match[str]) -> str:
+        shift = int(match[1]) * 10
+        ids = [f"{int(w) + shift:07d}" for w in match.groups()[2:] if w is not None]
+        return f"/dt={match[1]}/{match[2]}_{'_'.join(ids)}"
+
+    return [StoredFile(_WRITE_IDS.sub(moved, f.path, 1), f.size, f.version) for f in files]
+
+
+def walk(snapshot) -> int:
+    """What a consumer that reads every data file does first."""
+    return len([f for s in snapshot.slices for f in s.data_files])
 
 
 def best_of(repeat: int, run) -> tuple[float, float]:
@@ -56,31 +83,51 @@ def best_of(repeat: int, run) -> tuple[float, float]:
     return best, best_cpu
 
 
-def measure(size: int, repeat: int) -> dict[str, float]:
+def measure(size: int, repeat: int, distinct: bool) -> dict[str, float]:
     files = synthetic_files(size)
     snapshot = resolve_files(ROOT, files)
-    data_files = sum(len(s.data_files) for s in snapshot.slices)
+    data_files = walk(snapshot)
     slices = len(snapshot.slices)
     del snapshot
     resolve_s, resolve_cpu_s = best_of(repeat, lambda: resolve_files(ROOT, files))
-    return {
+    snapshot = resolve_files(ROOT, files)
+    walk_s, walk_cpu_s = best_of(repeat, lambda: walk(snapshot))
+    del snapshot
+    result = {
         "listed": len(files),
         "data_files": data_files,
         "slices": slices,
         "resolve_s": resolve_s,
         "resolve_cpu_s": resolve_cpu_s,
+        "walk_s": walk_s,
+        "walk_cpu_s": walk_cpu_s,
         "reference_s": best_of(max(repeat, 5), lambda: reference_pass(files))[0],  # it is short
     }
+    if distinct:
+        files = distinct_layouts(files)
+        snapshot = resolve_files(ROOT, files)
+        assert walk(snapshot) == data_files and len(snapshot.slices) == slices
+        del snapshot
+        result["distinct_s"], result["distinct_cpu_s"] = best_of(
+            repeat, lambda: resolve_files(ROOT, files)
+        )
+    return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--no-distinct",
+        dest="distinct",
+        action="store_false",
+        help="skip the listing with every partition laid out its own way",
+    )
     args = parser.parse_args()
     results = {}
     for size in args.sizes:
-        r = results[size] = measure(size, args.repeat)
+        r = results[size] = measure(size, args.repeat, args.distinct)
         print(
             f"{r['data_files']:>9,} data files ({r['listed']:,} listed, {r['slices']:,} slices)  "
             f"resolve {r['resolve_s']:6.2f} s ({r['resolve_s'] / r['listed'] * 1e6:.1f} us "
@@ -88,6 +135,19 @@ def main() -> None:
             f"ratio {r['resolve_s'] / r['reference_s']:.0f}x",
             flush=True,
         )
+        print(
+            f"{'':>9}   walking every data file of it afterwards: {r['walk_s']:.2f} s "
+            f"(CPU {r['walk_cpu_s']:.2f} s; resolution plus walk "
+            f"{r['resolve_s'] + r['walk_s']:.2f} s)",
+            flush=True,
+        )
+        if args.distinct:
+            print(
+                f"{'':>9}   every partition laid out its own way (resolved the plain way): "
+                f"{r['distinct_s']:.2f} s (CPU {r['distinct_cpu_s']:.2f} s, "
+                f"{r['distinct_s'] / r['resolve_s']:.1f}x the alike listing)",
+                flush=True,
+            )
         if size == 1_000_000:
             met = "met" if r["resolve_s"] < TARGET_1M_SECONDS else "MISSED"
             print(

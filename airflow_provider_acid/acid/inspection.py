@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .snapshot import DataFile, PartitionSnapshot, TableSnapshot
+from .read_view import DataFile, PartitionSnapshot, TableSnapshot
 
 FORMAT = "airflow-acid/inspect"
 VERSION = 1

@@ -9,8 +9,8 @@ import pyarrow as pa
 from fsspec import AbstractFileSystem
 
 from .hive_types import HiveType, hive_field, infer_partition_type
+from .read_view import TableSnapshot
 from .rows import table_columns
-from .snapshot import TableSnapshot
 from .source import TableDefinition
 
 

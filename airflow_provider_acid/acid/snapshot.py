@@ -20,16 +20,21 @@ every non-hidden file below a folder that is neither a base nor a delta). Their 
 the name (``N_M``, ``N_M_copy_K``, ``bucket_N``), else it is 0; how their rows are read is decided
 by their schema (:mod:`.rows`). What cannot be placed so is listed in ``unrecognised`` and
 :func:`check_placed` refuses the snapshot unless the caller chose to leave it out.
+
+Partitions laid out alike (the same relative paths) resolve alike: each after the first of its
+layout is made from that one's template (:mod:`.alike_partitions`). What resolution makes, the
+read view (snapshots, bucket slices, data files, and the errors), is :mod:`.read_view`'s; it
+is importable from here too.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields, replace
-from enum import Enum
+from dataclasses import dataclass, field, replace
+from itertools import repeat
 from typing import Any
 
 from fsspec import AbstractFileSystem
@@ -48,236 +53,32 @@ from .names import (
     parse_original_file,
 )
 from .partitions import Partition, parse_partition_component
-from .source import PartitionLocation, TableDefinition, TableSource
-from .writeids import RangeValidity, ValidTxnList, ValidWriteIdList
-
-
-class AcidLayoutError(ValueError):
-    """Folders whose write ranges cannot come from Hive (partly overlapping ranges)."""
-
-
-class NotEnoughHistoryError(RuntimeError):
-    """The reader's write-id list predates the oldest base the table still keeps."""
-
-
-class UnplacedFilesError(ValueError):
-    """Files of the table that belong to no bucket slice: a snapshot would silently lack them."""
-
-    def __init__(self, message: str, entries: Sequence[UnrecognisedEntry]) -> None:
-        super().__init__(message)
-        self.entries = tuple(entries)
-
-
-class FileRole(str, Enum):
-    BASE = "base"
-    DELTA = "delta"
-    DELETE_DELTA = "delete_delta"
-    ORIGINAL = "original"
-
-
-class ExclusionReason(str, Enum):
-    OBSOLETE = "obsolete"
-    ABORTED = "aborted"
-    NOT_VISIBLE = "not_visible"
-    INVALID_BASE = "invalid_base"
-
-
-@dataclass(frozen=True, slots=True)
-class DataFile:
-    """A file of a snapshot with what the row reader needs to know about it."""
-
-    file: StoredFile
-    role: FileRole
-    bucket_id: int
-    folder: AcidDir | None = None
-    #: Write ids inside the folder's range that the reader must not see (partly valid range).
-    invalid_write_ids: tuple[int, ...] = ()
-    #: The folder holds ``_orc_acid_version`` (ACID files that predate the footer marker).
-    acid_version_marked: bool = False
-
-    @property
-    def path(self) -> str:
-        return self.file.path
-
-
-@dataclass(frozen=True)
-class ExcludedEntry:
-    """A folder or file that is present but not part of the snapshot, with the reason."""
-
-    path: str
-    reason: ExclusionReason
-    detail: str
-
-
-@dataclass(frozen=True)
-class UnrecognisedEntry:
-    """A non-hidden file inside the table that cannot be placed in any bucket slice.
-
-    Hive never writes these layouts: a file nested inside a base or delta folder, a file other
-    than ``bucket_N`` in a delete delta, a delete delta of an insert-only table, a partition or
-    base/delta folder below a folder that is neither (reading such files as original files
-    would lose their partition values or write ids), or a partition folder inside a partition's
-    own location.
-    """
-
-    path: str
-    detail: str
-
-
-@dataclass(frozen=True)
-class ChosenDelta:
-    """A delta folder of the snapshot; ``validity`` SOME means rows must be filtered."""
-
-    folder: DeltaDir
-    path: str
-    validity: RangeValidity
-    invalid_write_ids: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class BucketSlice:
-    """Everything one bucket of one partition needs: the unit of pruning and compaction.
-
-    ``data_files`` is in Hive's reading order: originals, then the base, then the deltas.
-    """
-
-    partition: Partition
-    bucket_id: int
-    original_files: tuple[DataFile, ...] = ()
-    base_files: tuple[DataFile, ...] = ()
-    delta_files: tuple[DataFile, ...] = ()
-    delete_delta_files: tuple[DataFile, ...] = ()
-
-    @property
-    def data_files(self) -> tuple[DataFile, ...]:
-        return self.original_files + self.base_files + self.delta_files
-
-    @property
-    def files(self) -> tuple[DataFile, ...]:
-        return self.data_files + self.delete_delta_files
-
-    @property
-    def key(self) -> str:
-        """A stable id: ``<partition path>#<bucket>`` (``#0`` for an unpartitioned table)."""
-        return f"{self.partition.path}#{self.bucket_id}"
-
-    @property
-    def size(self) -> int:
-        return sum(f.file.size for f in self.files)
-
-
-@dataclass(frozen=True)
-class PartitionSnapshot:
-    partition: Partition
-    base: BaseDir | None
-    base_path: str | None
-    deltas: tuple[ChosenDelta, ...]
-    slices: tuple[BucketSlice, ...]
-    excluded: tuple[ExcludedEntry, ...]
-
-
-@dataclass(frozen=True)
-class TableSnapshot:
-    """The resolved table: partitions, their slices, and what was left out and why."""
-
-    root: str
-    write_ids: ValidWriteIdList
-    txns: ValidTxnList | None
-    insert_only: bool
-    partitions: tuple[PartitionSnapshot, ...]
-    unrecognised: tuple[UnrecognisedEntry, ...] = ()
-    #: The metastore's definition of the table, when it was read by name.
-    definition: TableDefinition | None = None
-
-    @property
-    def slices(self) -> tuple[BucketSlice, ...]:
-        return tuple(s for p in self.partitions for s in p.slices)
-
-    @property
-    def files(self) -> tuple[DataFile, ...]:
-        return tuple(f for s in self.slices for f in s.files)
-
-    @property
-    def excluded(self) -> tuple[ExcludedEntry, ...]:
-        return tuple(e for p in self.partitions for e in p.excluded)
-
-    def partition_keys(self) -> tuple[str, ...]:
-        if self.definition is not None:
-            return tuple(name for name, _ in self.definition.partition_columns)
-        for p in self.partitions:
-            if p.partition.values:
-                return p.partition.keys
-        return ()
-
-
-# -- making DataFile and BucketSlice objects in bulk -----------------------------------------
-#
-# A frozen dataclass's __init__ stores each field through object.__setattr__: DataFile(...)
-# takes about 3.5 times as long as filling its slots directly. Resolution makes one DataFile
-# per listed file and one BucketSlice per slice, so it does the latter, and makes the same
-# objects (tests/acid/test_snapshot_reference.py).
-
-
-def _slot_setters(cls: type) -> Iterator[Callable[[Any, Any], None]]:
-    """The setter of each field's slot, in the order of the fields."""
-    return (getattr(cls, f.name).__set__ for f in fields(cls))
-
-
-(
-    _set_file,
-    _set_role,
+from .read_view import (
+    AcidLayoutError,
+    BucketSlice,
+    ChosenDelta,
+    DataFile,
+    ExcludedEntry,
+    ExclusionReason,
+    FileRole,
+    NotEnoughHistoryError,
+    PartitionSnapshot,
+    TableSnapshot,
+    UnplacedFilesError,
+    UnrecognisedEntry,
+    _FileKind,
+    _set_base_files,
     _set_bucket_id,
-    _set_folder,
-    _set_invalid_write_ids,
-    _set_acid_version_marked,
-) = _slot_setters(DataFile)
-(
+    _set_delete_delta_files,
+    _set_delta_files,
+    _set_file,
+    _set_kind,
+    _set_original_files,
     _set_partition,
     _set_slice_bucket_id,
-    _set_original_files,
-    _set_base_files,
-    _set_delta_files,
-    _set_delete_delta_files,
-) = _slot_setters(BucketSlice)
-
-
-def _new_data_file(
-    file: StoredFile,
-    role: FileRole,
-    bucket_id: int,
-    folder: AcidDir | None,
-    invalid_write_ids: tuple[int, ...],
-    acid_version_marked: bool,
-) -> DataFile:
-    """``DataFile(file, role, ...)``, made without its ``__init__``."""
-    data_file = object.__new__(DataFile)
-    _set_file(data_file, file)
-    _set_role(data_file, role)
-    _set_bucket_id(data_file, bucket_id)
-    _set_folder(data_file, folder)
-    _set_invalid_write_ids(data_file, invalid_write_ids)
-    _set_acid_version_marked(data_file, acid_version_marked)
-    return data_file
-
-
-def _new_bucket_slice(
-    partition: Partition,
-    bucket_id: int,
-    original_files: tuple[DataFile, ...],
-    base_files: tuple[DataFile, ...],
-    delta_files: tuple[DataFile, ...],
-    delete_delta_files: tuple[DataFile, ...],
-) -> BucketSlice:
-    """``BucketSlice(partition, bucket_id, ...)``, made without its ``__init__``."""
-    bucket_slice = object.__new__(BucketSlice)
-    _set_partition(bucket_slice, partition)
-    _set_slice_bucket_id(bucket_slice, bucket_id)
-    _set_original_files(bucket_slice, original_files)
-    _set_base_files(bucket_slice, base_files)
-    _set_delta_files(bucket_slice, delta_files)
-    _set_delete_delta_files(bucket_slice, delete_delta_files)
-    return bucket_slice
-
+)
+from .source import PartitionLocation, TableDefinition, TableSource
+from .writeids import RangeValidity, ValidTxnList, ValidWriteIdList
 
 # -- grouping the listing --------------------------------------------------------------------
 #
@@ -307,6 +108,8 @@ class _Folder:
     #: ``_orc_acid_version`` listed so far; and whether data files were made before it was.
     marked: bool = False
     made_unmarked: bool = False
+    #: What the data files made from now on are (see ``DataFile``), once one is made.
+    kind: _FileKind | None = None
 
     @property
     def is_compacted_base(self) -> bool:
@@ -413,6 +216,7 @@ class _Directory:
         if name == "_orc_acid_version" and not folder.marked:
             folder.marked = True
             folder.made_unmarked = bool(folder.files)
+            folder.kind = None  # the files made from now on are marked
 
 
 class _Directories(dict[str, _Directory]):
@@ -544,14 +348,13 @@ def _group_listing(
                 folder.last_path = path
                 # _new_data_file(stored, folder.role, bucket, folder.dir, (), folder.marked),
                 # inline: this runs once per listed file
-                bucket = file_name.bucket_id
+                kind = folder.kind
+                if kind is None:
+                    kind = folder.kind = _FileKind(folder.role, folder.dir, (), folder.marked)
                 data_file = new(DataFile)
                 _set_file(data_file, stored)
-                _set_role(data_file, folder.role)
-                _set_bucket_id(data_file, bucket)
-                _set_folder(data_file, folder.dir)
-                _set_invalid_write_ids(data_file, ())
-                _set_acid_version_marked(data_file, folder.marked)
+                _set_bucket_id(data_file, file_name.bucket_id)
+                _set_kind(data_file, kind)
                 folder.files.append(data_file)
             continue
         if directory.skipped:
@@ -924,10 +727,9 @@ def _collect(
     """Add a chosen folder's data files to ``files_by_bucket``, each bucket's in path order."""
     data_files = folder.files
     if invalid_write_ids or folder.made_unmarked:
-        marked = folder.acid_version_marked
+        kind = _FileKind(folder.role, folder.dir, invalid_write_ids, folder.acid_version_marked)
         for data_file in data_files:  # still being made: their slots are set directly
-            _set_invalid_write_ids(data_file, invalid_write_ids)
-            _set_acid_version_marked(data_file, marked)
+            _set_kind(data_file, kind)
     if not folder.in_path_order:
         data_files.sort(key=_path_of)  # stable: ties keep the listing's order
     for data_file in data_files:
@@ -991,8 +793,15 @@ def _cyclic_gc_paused() -> Iterator[None]:
     Resolution makes a few objects per listed file and no reference cycles, so the collector
     finds nothing to free meanwhile; yet the number of objects made sets it off, and each of
     its full passes walks every object of the process, the listing included: at a million
-    files they took 11 s of 25. Reference counting frees memory as usual meanwhile, and the
-    collector runs again afterwards (unless it was off already).
+    files they took 11 s of 25. Reference counting frees memory as usual meanwhile.
+
+    Afterwards the objects made (a snapshot's are long-lived) go straight to the oldest
+    generation, as if they had survived the young collections: ``gc.freeze()`` moves every
+    tracked object to the permanent generation and ``gc.unfreeze()`` moves them all to the
+    oldest one, both without looking at any. The young collection right after, and the middle
+    one some time later, would each have walked the 2.4 million objects of a million files'
+    snapshot (0.4 to 0.6 s each) to free nothing; the full collections still see them, as
+    before. Not done when the process keeps objects frozen itself (that would thaw them).
     """
     if not gc.isenabled():
         yield
@@ -1001,6 +810,9 @@ def _cyclic_gc_paused() -> Iterator[None]:
     try:
         yield
     finally:
+        if gc.get_freeze_count() == 0:
+            gc.freeze()
+            gc.unfreeze()
         gc.enable()
 
 
@@ -1013,20 +825,20 @@ def resolve_files(
     insert_only: bool = False,
 ) -> TableSnapshot:
     """Resolve a snapshot from an already listed set of files below ``root``."""
+    from .alike_partitions import _resolve_listing, _Resolver  # it builds on the walk above
+
     write_ids = write_ids or ValidWriteIdList.all_committed()
+    listed = files if isinstance(files, list) else list(files)
     with _cyclic_gc_paused():
-        listings, unrecognised = _group_listing(root, files, insert_only)
-        plans: dict[tuple[tuple[str, bool], ...], _Plan] = {}
-        partitions = tuple(
-            _resolve_partition(listing, write_ids, txns, plans) for listing in listings
-        )
-        del listings  # freed before the collector is back, which then looks at fewer objects
+        resolver = _Resolver(write_ids, txns, insert_only)
+        partitions, unrecognised = _resolve_listing(root, listed, resolver)
+        del resolver  # freed before the collector is back, which then looks at fewer objects
     return TableSnapshot(
         root=root,
         write_ids=write_ids,
         txns=txns,
         insert_only=insert_only,
-        partitions=partitions,
+        partitions=tuple(partitions),
         unrecognised=tuple(unrecognised),
     )
 
@@ -1044,6 +856,8 @@ def resolve_partition_locations(
 ) -> TableSnapshot:
     """Resolve a snapshot from the given partitions only, each listed at its own location
     (a metastore's partitions, which may lie outside ``root``), ``max_workers`` at a time."""
+    from .alike_partitions import _PATH_OF, _Resolver  # it builds on the walk above
+
     write_ids = write_ids or ValidWriteIdList.all_committed()
     paths = [resolve_filesystem(p.location, fs)[1] for p in locations]
 
@@ -1061,9 +875,15 @@ def resolve_partition_locations(
         listed = list(pool.map(listing, zip(locations, paths, strict=True)))
     partitions: list[PartitionSnapshot] = []
     unrecognised: list[UnrecognisedEntry] = []
-    plans: dict[tuple[tuple[str, bool], ...], _Plan] = {}
     with _cyclic_gc_paused():
+        resolver = _Resolver(write_ids, txns, insert_only)
+        plans = resolver.plans
         for location, path, files in zip(locations, paths, listed, strict=True):
+            prefix = path.rstrip("/") + "/"
+            if all(map(str.startswith, map(_PATH_OF, files), repeat(prefix))) and resolver.add(
+                location.partition, files, prefix
+            ):
+                continue  # resolved on its own, or to be made from a template
             listings, odd = _group_listing(path, files, insert_only)
             unrecognised += odd
             for listing in listings:
@@ -1078,7 +898,8 @@ def resolve_partition_locations(
                     continue
                 listing.partition = location.partition
                 partitions.append(_resolve_partition(listing, write_ids, txns, plans))
-        del listed
+        partitions += resolver.snapshots()
+        del listed, resolver
     return TableSnapshot(
         root=root,
         write_ids=write_ids,

@@ -8,8 +8,9 @@
 * :mod:`.sinks` - where a committed snapshot is published: the Parquet folder itself, or a table
   format over the same data files.
 
-Words: a *read view* is what Hive shows of the source table (``acid.snapshot``); a *plan* fixes
-what an output snapshot will hold; a *snapshot* here is the committed output.
+Words: a *read view* is what Hive shows of the source table (``acid.read_view``, resolved by
+``acid.snapshot``); a *plan* fixes what an output snapshot will hold; a *snapshot* here is the
+committed output.
 """
 
 from .protocol import (

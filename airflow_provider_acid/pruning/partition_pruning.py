@@ -26,8 +26,8 @@ from fsspec import AbstractFileSystem
 from ..acid.hive_types import HiveType, hive_field, infer_partition_type
 from ..acid.partition_listing import DEFAULT_WORKERS, ScopedListing, resolve_partitions
 from ..acid.partitions import Partition
+from ..acid.read_view import TableSnapshot
 from ..acid.schema import table_schema
-from ..acid.snapshot import TableSnapshot
 from ..acid.source import TableSource
 from . import expressions as ex
 from .binding import bind

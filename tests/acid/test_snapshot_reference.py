@@ -24,14 +24,13 @@ from airflow_provider_acid.acid.names import (
     parse_bucket_file,
 )
 from airflow_provider_acid.acid.partitions import Partition, parse_partition_component
+from airflow_provider_acid.acid.read_view import _new_bucket_slice, _new_data_file
 from airflow_provider_acid.acid.snapshot import (
     AcidLayoutError,
     BucketSlice,
     DataFile,
     FileRole,
     NotEnoughHistoryError,
-    _new_bucket_slice,
-    _new_data_file,
     bucket_id_of,
     resolve_files,
 )

@@ -1,0 +1,439 @@
+"""Partitions laid out alike: resolved from one template instead of each on its own.
+
+Resolving a partition depends on the paths of its files relative to the partition folder,
+on which of them are empty, and on the write-id and transaction lists: not on the partition
+values, nor on the sizes and versions otherwise. Tables whose partitions are written by the
+same statements (a dynamic-partition INSERT gives every partition the same delta folder)
+repeat one layout many times. So the first partition of a layout is resolved the plain way
+(:mod:`.snapshot`'s ``_group_listing`` and ``_resolve_partition`` over its files alone), and
+the result kept as a template: which of the partition's files (by position) go into which
+slice, with which role, bucket, folder, invalid write ids and mark, and the chosen and
+excluded folders by relative path. Each further partition laid out alike is then made from
+the template with a few C-level passes over its files (tests/acid/test_snapshot_templates.py
+checks that the result is what the plain way gives).
+
+What falls back to the plain way: a partition with an empty file, a partition folder nested in
+it, or entries that cannot be placed; one whose layout Hive's rules refuse (the plain way then
+raises the error, in its order of partitions); one listed with files outside its own folder;
+the files at the table root or outside it; a partition an out-of-order listing leaves files of
+among those; and every partition after 64 templates were made with none used again
+(partitions laid out each its own way). A layout that cannot be a template (a file listed
+twice) has its first partition resolved on its own and the others the plain way.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from itertools import chain, cycle, islice, repeat
+from operator import add, attrgetter, getitem, itemgetter
+from typing import Any
+
+from .listing import StoredFile
+from .names import BaseDir, DeltaDir
+from .partitions import Partition, parse_partition_component
+from .read_view import (
+    AcidLayoutError,
+    BucketSlice,
+    ChosenDelta,
+    DataFile,
+    ExcludedEntry,
+    ExclusionReason,
+    NotEnoughHistoryError,
+    PartitionSnapshot,
+    UnrecognisedEntry,
+    _FileKind,
+    _set_base_files,
+    _set_bucket_id,
+    _set_delete_delta_files,
+    _set_delta_files,
+    _set_delta_folder,
+    _set_delta_invalid_write_ids,
+    _set_delta_path,
+    _set_delta_validity,
+    _set_file,
+    _set_kind,
+    _set_original_files,
+    _set_partition,
+    _set_slice_bucket_id,
+    _set_snapshot_base,
+    _set_snapshot_base_path,
+    _set_snapshot_deltas,
+    _set_snapshot_excluded,
+    _set_snapshot_partition,
+    _set_snapshot_slices,
+)
+from .snapshot import _group_listing, _Plan, _resolve_partition
+from .writeids import RangeValidity, ValidTxnList, ValidWriteIdList
+
+_PATH_OF = attrgetter("path")
+_SIZE_OF = attrgetter("size")
+_consume = deque(maxlen=0).extend
+
+#: A partition laid out as one resolved before: (partition, its files, its folder with ``/``).
+_Alike = tuple[Partition, Sequence[StoredFile], str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Group:
+    """One of a template's four groups of files (originals, base, deltas, delete deltas) in
+    every slice: which files of the partition (by position), slice after slice, and what."""
+
+    take: Callable[[Sequence[StoredFile]], tuple[StoredFile, ...]]
+    bucket_ids: tuple[int, ...]
+    kinds: tuple[_FileKind, ...]
+    #: How many of them each slice has.
+    lengths: tuple[int, ...]
+
+    @classmethod
+    def of(cls, groups: list[tuple[DataFile, ...]], position: dict[int, int]) -> _Group:
+        data_files = [f for group in groups for f in group]
+        return cls(
+            take=_taker(tuple(position[id(f.file)] for f in data_files)),
+            bucket_ids=tuple(f.bucket_id for f in data_files),
+            kinds=tuple(f._kind for f in data_files),
+            lengths=tuple(map(len, groups)),
+        )
+
+    def make(self, listed: Iterable[Sequence[StoredFile]], count: int) -> Iterator[tuple]:
+        """This group of each slice of ``count`` partitions, from their files."""
+        if not self.kinds:
+            return repeat((), count * len(self.lengths))
+        stored = list(chain.from_iterable(map(self.take, listed)))
+        data_files = list(map(object.__new__, repeat(DataFile, len(stored))))
+        _consume(map(_set_file, data_files, stored))
+        _consume(map(_set_bucket_id, data_files, cycle(self.bucket_ids)))
+        _consume(map(_set_kind, data_files, cycle(self.kinds)))
+        return _cut(data_files, self.lengths, count)
+
+
+@dataclass(frozen=True, slots=True)
+class _Template:
+    """A partition's resolution, with its files by position and its paths relative to it."""
+
+    #: Each slice's bucket id.
+    slice_buckets: tuple[int, ...]
+    #: The slices' originals, base, delta and delete delta files.
+    groups: tuple[_Group, _Group, _Group, _Group]
+    base: BaseDir | None
+    base_path: str | None
+    #: (folder, relative path, validity, invalid write ids) of each chosen delta.
+    deltas: tuple[tuple[DeltaDir, str, RangeValidity, tuple[int, ...]], ...]
+    #: (relative path, reason, detail) of each excluded entry, in path order.
+    excluded: tuple[tuple[str, ExclusionReason, str], ...]
+
+    @classmethod
+    def of(
+        cls, snapshot: PartitionSnapshot, files: Sequence[StoredFile], prefix: str
+    ) -> _Template | None:
+        """The template of ``snapshot``, resolved from ``files`` (all below ``prefix``, which
+        ends with ``/``); None if it cannot be one (a path elsewhere, a file listed twice)."""
+        position = {id(stored): k for k, stored in enumerate(files)}
+        paths = [d.path for d in snapshot.deltas] + [e.path for e in snapshot.excluded]
+        if snapshot.base_path is not None:
+            paths.append(snapshot.base_path)
+        if len(position) != len(files) or not all(p.startswith(prefix) for p in paths):
+            return None
+        slices = snapshot.slices
+        cut = len(prefix)
+        return cls(
+            slice_buckets=tuple(s.bucket_id for s in slices),
+            groups=(
+                _Group.of([s.original_files for s in slices], position),
+                _Group.of([s.base_files for s in slices], position),
+                _Group.of([s.delta_files for s in slices], position),
+                _Group.of([s.delete_delta_files for s in slices], position),
+            ),
+            base=snapshot.base,
+            base_path=snapshot.base_path[cut:] if snapshot.base_path is not None else None,
+            deltas=tuple(
+                (d.folder, d.path[cut:], d.validity, d.invalid_write_ids) for d in snapshot.deltas
+            ),
+            excluded=tuple((e.path[cut:], e.reason, e.detail) for e in snapshot.excluded),
+        )
+
+    def make(self, alike: list[_Alike]) -> list[PartitionSnapshot]:
+        """The snapshots of partitions laid out as this one, each from its files (listed in
+        the same order), made together: each kind of object in a few C-level passes."""
+        count = len(alike)
+        partitions, listed, prefixes = zip(*alike, strict=True)
+        new = object.__new__
+        originals, bases, deltas, delete_deltas = (g.make(listed, count) for g in self.groups)
+        per_partition = len(self.slice_buckets)
+        slices = list(map(new, repeat(BucketSlice, per_partition * count)))
+        _consume(map(_set_partition, slices, _each_repeated(partitions, per_partition)))
+        _consume(map(_set_slice_bucket_id, slices, cycle(self.slice_buckets)))
+        _consume(map(_set_original_files, slices, originals))
+        _consume(map(_set_base_files, slices, bases))
+        _consume(map(_set_delta_files, slices, deltas))
+        _consume(map(_set_delete_delta_files, slices, delete_deltas))
+        # the chosen deltas, with their partitions' paths
+        per_partition = len(self.deltas)
+        chosen = list(map(new, repeat(ChosenDelta, per_partition * count)))
+        if chosen:
+            folders, paths, validities, invalid = zip(*self.deltas, strict=True)
+            _consume(map(_set_delta_folder, chosen, cycle(folders)))
+            in_partitions = _each_repeated(prefixes, per_partition)
+            _consume(map(_set_delta_path, chosen, map(add, in_partitions, cycle(paths))))
+            _consume(map(_set_delta_validity, chosen, cycle(validities)))
+            _consume(map(_set_delta_invalid_write_ids, chosen, cycle(invalid)))
+        snapshots = list(map(new, repeat(PartitionSnapshot, count)))
+        _consume(map(_set_snapshot_partition, snapshots, partitions))
+        _consume(map(_set_snapshot_base, snapshots, repeat(self.base)))
+        base_paths = map(add, prefixes, repeat(self.base_path)) if self.base_path else None
+        _consume(map(_set_snapshot_base_path, snapshots, base_paths or repeat(None)))
+        _consume(map(_set_snapshot_deltas, snapshots, _cut(chosen, (per_partition,), count)))
+        _consume(map(_set_snapshot_slices, snapshots, _cut(slices, (len(slices) // count,), count)))
+        excluded = self.excluded
+        _consume(
+            map(
+                _set_snapshot_excluded,
+                snapshots,
+                (
+                    tuple(ExcludedEntry(prefix + path, *rest) for path, *rest in excluded)
+                    for prefix in prefixes
+                )
+                if excluded
+                else repeat(()),
+            )
+        )
+        return snapshots
+
+
+def _taker(order: tuple[int, ...]) -> Callable[[Sequence[StoredFile]], tuple[StoredFile, ...]]:
+    """``files -> tuple(files[k] for k in order)``, at C speed where it can be."""
+    if len(order) > 1:
+        return itemgetter(*order)
+    if order:
+        (only,) = order
+        return lambda files: (files[only],)
+    return lambda files: ()
+
+
+def _cut(items: list[Any], lengths: tuple[int, ...], times: int) -> Iterator[tuple[Any, ...]]:
+    """``items`` cut into consecutive tuples of ``lengths``, ``times`` over."""
+    if len(set(lengths)) == 1:  # all alike (one base file a slice, ...): zip cuts them
+        if not lengths[0]:
+            return repeat((), len(lengths) * times)
+        return zip(*[iter(items)] * lengths[0], strict=True)
+    consumed = iter(items)
+    return map(tuple, map(islice, repeat(consumed), islice(cycle(lengths), len(lengths) * times)))
+
+
+def _each_repeated(values: Iterable[Any], times: int) -> Iterator[Any]:
+    """Each of ``values`` ``times`` over: a, a, b, b, ..."""
+    return chain.from_iterable(map(repeat, values, repeat(times)))
+
+
+class _Resolver:
+    """Resolves partitions for one write-id and transaction list, each laid out as one
+    resolved before from that one's template."""
+
+    #: Templates made with none of them used again: then the table's partitions are laid out
+    #: each its own way, and making more would only cost.
+    _UNUSED_TEMPLATES_AT_MOST = 64
+
+    def __init__(
+        self, write_ids: ValidWriteIdList, txns: ValidTxnList | None, insert_only: bool
+    ) -> None:
+        self.write_ids = write_ids
+        self.txns = txns
+        self.insert_only = insert_only
+        self.plans: dict[tuple[tuple[str, bool], ...], _Plan] = {}
+        #: By the layout of a partition's files (see ``add``): the template of the partition
+        #: resolved first so; None when it is not one to copy.
+        self.templates: dict[tuple[str, ...], _Template | None] = {}
+        #: The partitions resolved on their own, and those to make from each template.
+        self.resolved: list[PartitionSnapshot] = []
+        self.alike: dict[int, tuple[_Template, list[_Alike]]] = {}
+        self.reused = False  # a template used already
+
+    def add(
+        self,
+        partition: Partition,
+        files: Sequence[StoredFile],
+        prefix: str,
+        layout: tuple[str, ...] | None = None,
+    ) -> bool:
+        """Take ``partition`` to resolve, whose files (every file of it, in listing order, all
+        below ``prefix``, which ends with ``/``) are ``files``. False when it is not resolved
+        on its own here (files in folders of other partitions, entries that cannot be placed,
+        a layout Hive's rules refuse, empty files): the caller resolves it the plain way.
+
+        ``layout``: the files' paths relative to ``prefix``, when known."""
+        if layout is None and self._given_up():
+            return False
+        if 0 in map(_SIZE_OF, files):
+            return False  # empty files are no data; rare, so left to the plain way
+        if layout is None:
+            layout = tuple(map(getitem, map(_PATH_OF, files), repeat(slice(len(prefix), None))))
+        relative = layout
+        template = self.templates.get(relative, False)
+        if template is None:
+            return False
+        if template is not False:
+            self.alike[id(template)][1].append((partition, files, prefix))
+            return True
+        if self._given_up():
+            return False
+        snapshot = self._resolve_alone(partition, files, prefix)
+        if snapshot is None:
+            self.templates[relative] = None
+            return False
+        self.resolved.append(snapshot)
+        template = self.templates[relative] = _Template.of(snapshot, files, prefix)
+        if template is not None:
+            self.alike[id(template)] = (template, [])
+        return True
+
+    def _given_up(self) -> bool:
+        """Templates made with none of them used (partitions laid out each its own way)."""
+        if self.reused or len(self.templates) < self._UNUSED_TEMPLATES_AT_MOST:
+            return False
+        self.reused = any(alike for _, alike in self.alike.values())
+        return not self.reused
+
+    def snapshots(self) -> list[PartitionSnapshot]:
+        """Every partition taken."""
+        made = list(self.resolved)
+        for template, alike in self.alike.values():
+            if alike:
+                made += template.make(alike)
+        return made
+
+    def _resolve_alone(
+        self, partition: Partition, files: Sequence[StoredFile], prefix: str
+    ) -> PartitionSnapshot | None:
+        listings, unrecognised = _group_listing(prefix[:-1], files, self.insert_only)
+        if unrecognised or len(listings) != 1 or listings[0].partition.path:
+            return None
+        listing = listings[0]
+        listing.partition = partition
+        try:
+            return _resolve_partition(listing, self.write_ids, self.txns, self.plans)
+        except (AcidLayoutError, NotEnoughHistoryError):
+            return None  # raised by the plain way, in its order of partitions
+
+
+@dataclass(slots=True)
+class _Run:
+    """A partition's files in a listing: its spans (start, end), and while it has one, the
+    paths of its files relative to it (its layout: see ``_Resolver.add``)."""
+
+    partition: Partition
+    spans: list[tuple[int, int]]
+    layout: tuple[str, ...] | None
+
+
+#: Runs in a row laid out otherwise than the one before, after which no more are compared.
+_MISSES_AT_MOST = 64
+
+
+def _partition_runs(root: str, paths: list[str]) -> tuple[dict[str, _Run], list[tuple[int, int]]]:
+    """Cut a listing into runs of files below one partition folder.
+
+    A listing sorted by path has each partition's files in one run, found by bisection, and
+    its partitions often laid out alike: a run is first taken to be laid out as the one before
+    it, which costs one comparison of the paths to check. Returns the runs by partition folder
+    (with its trailing ``/``), and the spans (start, end) of the other files: those of the
+    table folder itself, or outside it."""
+    prefix = root.rstrip("/") + "/"
+    cut = len(prefix)
+    runs: dict[str, _Run] = {}
+    others: list[tuple[int, int]] = []
+    i, n = 0, len(paths)
+    before: tuple[str, ...] | None = ()  # the layout of the run before
+    misses = 0  # runs in a row not laid out as the one before
+    while i < n:
+        path = paths[i]
+        components: list[str] = []
+        values = []
+        if path.startswith(prefix):
+            for name in path[cut:].split("/")[:-1]:  # the folders, from the table's down
+                parsed = parse_partition_component(name)
+                if parsed is None:
+                    break
+                components.append(name)
+                values.append(parsed)
+        if not components:
+            others.append((i, i + 1))
+            i += 1
+            continue
+        partition_path = "/".join(components)
+        folder = f"{prefix}{partition_path}/"
+        end = i + len(before) if before is not None else i
+        layout: tuple[str, ...] | None = before
+        if (
+            before is None
+            or (end < n and paths[end].startswith(folder))
+            or paths[i:end] != list(map(add, repeat(folder), before))
+        ):
+            end = bisect_left(paths, folder[:-1] + "0", i)  # "0" follows "/"
+            below = list(map(str.startswith, paths[i:end], repeat(folder)))
+            if not all(below):  # a listing out of order
+                end = i + below.index(False)
+            layout = None
+            if before is not None:
+                misses += 1
+                if misses > _MISSES_AT_MOST:  # laid out each its own way: stop guessing
+                    before = None
+                else:
+                    layout = before = tuple(
+                        map(getitem, paths[i:end], repeat(slice(len(folder), None)))
+                    )
+        else:
+            misses = 0
+        run = runs.get(folder)
+        if run is None:  # Partition.from_components, with the names parsed already
+            runs[folder] = _Run(Partition(partition_path, tuple(values)), [(i, end)], layout)
+        else:
+            run.spans.append((i, end))
+            run.layout = None
+        i = end
+    return runs, others
+
+
+def _resolve_listing(
+    root: str, files: Sequence[StoredFile], resolver: _Resolver
+) -> tuple[list[PartitionSnapshot], list[UnrecognisedEntry]]:
+    """Resolve every partition of a listing below ``root``: those laid out as one before from
+    its template, the rest the plain way. Partitions in path order."""
+    runs, plain = _partition_runs(root, list(map(_PATH_OF, files)))
+    taken: set[str] = set()
+    add = resolver.add
+    for folder, run in runs.items():
+        spans = run.spans
+        if len(spans) == 1:
+            in_partition = files[spans[0][0] : spans[0][1]]
+        else:
+            in_partition = [f for start, end in spans for f in files[start:end]]
+        if add(run.partition, in_partition, folder, run.layout):
+            taken.add(run.partition.path)
+        else:
+            plain += spans
+    while True:
+        plain.sort()
+        rest = [f for start, end in plain for f in files[start:end]]
+        listings, unrecognised = _group_listing(root, rest, resolver.insert_only)
+        # A partition taken, yet with files among the rest, is resolved the plain way. That
+        # happens in a listing out of order: the files of a partition's partition folder
+        # (dt=1/h=2/) that come before its other files are a run of their own.
+        clash = {listing.partition.path for listing in listings} & taken
+        if not clash:
+            break
+        for path in clash:
+            taken.remove(path)
+            plain += runs[f"{root.rstrip('/')}/{path}/"].spans
+    partitions = [p for p in resolver.snapshots() if p.partition.path in taken]
+    partitions += (
+        _resolve_partition(listing, resolver.write_ids, resolver.txns, resolver.plans)
+        for listing in listings
+    )
+    partitions.sort(key=_partition_path)
+    return partitions, unrecognised
+
+
+def _partition_path(snapshot: PartitionSnapshot) -> str:
+    return snapshot.partition.path
