@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import posixpath
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
@@ -197,12 +197,11 @@ class _Subtrees:
 
     def find(self, path: str) -> dict[str, dict[str, Any]]:
         with self.lock:
-            folder = path
-            while folder not in self.found and "/" in folder.strip("/"):
-                folder = posixpath.dirname(folder.rstrip("/"))
-            listed = self.found.get(folder)
-        if listed is not None:
-            return listed if folder == path else _below(listed, path)
+            if path in self.found:
+                return self.found[path]
+            folder = next((f for f in _ancestors(path) if f in self.found), None)
+        if folder is not None:
+            return _below(self.found[folder], path)
         found = _find(self.fs, path)
         with self.lock:
             self.found[path] = found
@@ -280,7 +279,7 @@ def list_partitions(
             whole = list_table_files(fs, root)
             return ScopedListing(root, tuple(whole), partitions, (), whole=True)
         if _whole_is_cheaper(fs, len(kept), len(level), len(subtrees.find(kept[0].path))):
-            files.update(_kept_part(_find(fs, root), root, level, flags, others))
+            files.update(_kept_part(_find(fs, root), level, flags, others))
         else:
             for found in pool.map(subtrees.find, [f.path for f in kept] + others):
                 files.update(found)
@@ -301,32 +300,26 @@ def _whole_is_cheaper(fs: AbstractFileSystem, kept: int, partitions: int, first:
 
 def _kept_part(
     found: dict[str, dict[str, Any]],
-    root: str,
     level: Sequence[_Folder],
     flags: Sequence[bool],
     others: Sequence[str],
 ) -> dict[str, dict[str, Any]]:
     """Of a recursive listing of the whole table, what a scoped listing would have found: the
     files below the kept partition folders and below the other folders listed whole."""
-    kept = {f.path for f, flag in zip(level, flags, strict=True) if flag}
-    wanted = {depth: set() for depth in {len(f.components) for f in level}}
-    for folder in level:
-        if folder.path in kept:
-            wanted[len(folder.components)].add(folder.path)
-    for other in others:
-        depth = other[len(root) + 1 :].count("/") + 1
-        wanted.setdefault(depth, set()).add(other)
-    prefix = len(root) + 1
-    out = {}
-    for key, info in found.items():
-        path = str(info.get("name", key))
-        parts = path[prefix:].split("/")
-        if any(
-            len(parts) > depth and f"{root}/{'/'.join(parts[:depth])}" in paths
-            for depth, paths in wanted.items()
-        ):
-            out[key] = info
-    return out
+    wanted = {f.path for f, flag in zip(level, flags, strict=True) if flag} | set(others)
+    return {
+        key: info
+        for key, info in found.items()
+        if any(folder in wanted for folder in _ancestors(str(info.get("name", key))))
+    }
+
+
+def _ancestors(path: str) -> Iterator[str]:
+    """The folders ``path`` lies in, nearest first."""
+    folder = path.rstrip("/")
+    while "/" in folder.strip("/"):
+        folder = posixpath.dirname(folder)
+        yield folder
 
 
 def spec_filter(specs: Sequence[Any]) -> PartitionFilter:
@@ -401,11 +394,9 @@ def resolve_partitions(
     definition). Read by name, the metastore's partitions are read as before."""
     from .listing import resolve_filesystem
     from .snapshot import resolve_files, resolve_snapshot
-    from .source import TableSource
-    from .writeids import ValidTxnList, parse_write_id_list
+    from .source import ReadArguments, TableSource
 
-    source = table_uri if isinstance(table_uri, TableSource) else None
-    if keep is None or (source is not None and source.definition is not None):
+    if keep is None or (isinstance(table_uri, TableSource) and table_uri.definition is not None):
         snapshot = resolve_snapshot(
             table_uri,
             write_ids,
@@ -415,18 +406,12 @@ def resolve_partitions(
             storage_options=storage_options,
         )
         return ScopedSnapshot(snapshot)
-    if source is not None:
-        write_ids = source.write_ids if write_ids is None else write_ids
-        txns = source.txns if txns is None else txns
-        insert_only = insert_only or source.insert_only
-        table_uri = source.location
-    if isinstance(write_ids, str):
-        write_ids = parse_write_id_list(write_ids)
-    if isinstance(txns, str):
-        txns = ValidTxnList.parse(txns)
-    fs, root = resolve_filesystem(table_uri, filesystem, storage_options)
+    read = ReadArguments.of(table_uri, write_ids, txns, insert_only)
+    fs, root = resolve_filesystem(read.location, filesystem, storage_options)
     listing = list_partitions(fs, root, keep, max_workers=max_workers)
-    snapshot = resolve_files(root, listing.files, write_ids, txns, insert_only=insert_only)
+    snapshot = resolve_files(
+        root, listing.files, read.write_ids, read.txns, insert_only=read.insert_only
+    )
     return ScopedSnapshot(snapshot, listing)
 
 

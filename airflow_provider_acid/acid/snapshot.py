@@ -77,7 +77,7 @@ from .read_view import (
     _set_partition,
     _set_slice_bucket_id,
 )
-from .source import PartitionLocation, TableDefinition, TableSource
+from .source import PartitionLocation, ReadArguments, TableDefinition, TableSource
 from .writeids import RangeValidity, ValidTxnList, ValidWriteIdList
 
 # -- grouping the listing --------------------------------------------------------------------
@@ -926,32 +926,20 @@ def resolve_snapshot(
     may be a :class:`TableSource` instead: its read view is used (unless lists are given),
     and when it comes from a metastore, only its partitions' locations are listed.
     """
-    from .writeids import parse_write_id_list
-
-    definition = None
-    if isinstance(table_uri, TableSource):
-        source = table_uri
-        write_ids = source.write_ids if write_ids is None else write_ids
-        txns = source.txns if txns is None else txns
-        insert_only = insert_only or source.insert_only
-        definition = source.definition
-        table_uri = source.location
-    if isinstance(write_ids, str):
-        write_ids = parse_write_id_list(write_ids)
-    if isinstance(txns, str):
-        txns = ValidTxnList.parse(txns)
-    fs, root = resolve_filesystem(table_uri, filesystem, storage_options)
+    read = ReadArguments.of(table_uri, write_ids, txns, insert_only)
+    fs, root = resolve_filesystem(read.location, filesystem, storage_options)
+    definition = read.definition
     if definition is not None and definition.partitions is not None:
         return resolve_partition_locations(
             root,
             definition.partitions,
             fs,
-            write_ids,
-            txns,
-            insert_only=insert_only,
+            read.write_ids,
+            read.txns,
+            insert_only=read.insert_only,
             definition=definition,
         )
     snapshot = resolve_files(
-        root, list_table_files(fs, root), write_ids, txns, insert_only=insert_only
+        root, list_table_files(fs, root), read.write_ids, read.txns, insert_only=read.insert_only
     )
     return replace(snapshot, definition=definition) if definition is not None else snapshot

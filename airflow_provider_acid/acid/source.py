@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .partitions import Partition
+from .writeids import ValidTxnList, ValidWriteIdList, parse_write_id_list
 
 STORAGE_ONLY_WARNING = (
     "storage-only mode: no metastore and no write-id list, so every write found on storage is "
@@ -199,9 +200,43 @@ class TableSource:
         )
 
 
+@dataclass(frozen=True)
+class ReadArguments:
+    """What a resolution reads, from a location or a :class:`TableSource` (whose lists and
+    definition serve unless lists are given), the lists parsed from Hive's strings."""
+
+    location: Any
+    write_ids: ValidWriteIdList | None
+    txns: ValidTxnList | None
+    insert_only: bool = False
+    definition: TableDefinition | None = None
+
+    @classmethod
+    def of(
+        cls,
+        table_uri: Any,
+        write_ids: ValidWriteIdList | str | None = None,
+        txns: ValidTxnList | str | None = None,
+        insert_only: bool = False,
+    ) -> ReadArguments:
+        definition = None
+        if isinstance(table_uri, TableSource):
+            write_ids = table_uri.write_ids if write_ids is None else write_ids
+            txns = table_uri.txns if txns is None else txns
+            insert_only = insert_only or table_uri.insert_only
+            definition = table_uri.definition
+            table_uri = table_uri.location
+        if isinstance(write_ids, str):
+            write_ids = parse_write_id_list(write_ids)
+        if isinstance(txns, str):
+            txns = ValidTxnList.parse(txns)
+        return cls(table_uri, write_ids, txns, insert_only, definition)
+
+
 __all__ = [
     "STORAGE_ONLY_WARNING",
     "PartitionLocation",
+    "ReadArguments",
     "TableDefinition",
     "TableSource",
     "storage_only_warning",

@@ -149,18 +149,25 @@ def write_whole(fs: AbstractFileSystem, path: str, data: bytes) -> None:
 def _write_whole(fs: AbstractFileSystem, path: str, data: bytes) -> None:
     _make_parent(fs, path)
     if renames_atomically(fs):
-        temporary = temporary_path(path)
-        try:
-            with open_temporary(temporary) as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-                os.replace(temporary, path)
-        finally:
-            if os.path.exists(temporary):
-                os.unlink(temporary)
+        _place_complete(path, data, os.replace)
     else:
         fs.pipe_file(path, data)
+
+
+def _place_complete(path: str, data: bytes, place: Callable[[str, str], None]) -> None:
+    """Write ``data`` to a locked hidden temporary beside ``path``, sync it, then ``place``
+    (temporary, path) it: ``os.replace`` over the name, or ``os.link`` to a new one. The
+    temporary is gone afterwards, whatever happened."""
+    temporary = temporary_path(path)
+    try:
+        with open_temporary(temporary) as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+            place(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
 
 
 def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
@@ -172,19 +179,11 @@ def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
     """
     if renames_atomically(fs):
         _make_parent(fs, path)
-        temporary = temporary_path(path)
         try:
-            with open_temporary(temporary) as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-                os.link(temporary, path)
-            return True
+            _place_complete(path, data, os.link)
         except FileExistsError:
             return False
-        finally:
-            if os.path.exists(temporary):
-                os.unlink(temporary)
+        return True
     try:  # objects need no folder
         with naming(path):
             fs.pipe_file(path, data, mode="create")
