@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from cli_helpers import NATION_IDS, compact_json, compact_nation_iceberg
 from pyiceberg.catalog import load_catalog
 from pyiceberg.types import (
     DecimalType,
@@ -38,13 +39,6 @@ from airflow_provider_acid.output.iceberg import (
 from airflow_provider_acid.output.sinks import SinkError, open_sink, publish_snapshot
 from airflow_provider_acid.testing import AcidTableWriter
 
-NATION_IDS = "default.nation:{hwm}:9223372036854775807::"
-
-
-def compact_json(capsys, *args: str) -> dict:
-    assert main(["compact", *args, "--json", "--quiet"]) == 0, capsys.readouterr().err
-    return json.loads(capsys.readouterr().out)
-
 
 def open_table(block: dict):
     """The table as a script opens it from the ``"iceberg"`` block of ``--json``."""
@@ -58,19 +52,7 @@ def summary(snapshot) -> dict[str, str]:
 
 def test_nation_under_two_write_id_lists_through_the_cli_json(hive_table, tmp_path, capsys):
     table, out = hive_table("nation"), str(tmp_path / "out")
-    runs = [
-        compact_json(
-            capsys,
-            str(table),
-            "--out",
-            out,
-            "--valid-write-ids",
-            NATION_IDS.format(hwm=hwm),
-            "--format",
-            "iceberg",
-        )
-        for hwm in (3, 4, 4)
-    ]
+    runs = [compact_nation_iceberg(capsys, str(table), out, hwm) for hwm in (3, 4, 4)]
     first, second, third = runs
     assert all(r["output_format"] == "iceberg" for r in runs)
     assert [r["newly_published"] for r in runs] == [True, True, False]

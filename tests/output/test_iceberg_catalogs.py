@@ -8,20 +8,19 @@ Run with ``ACID_TEST_METASTORE_HOME=/tmp/ms-<name>`` (see tests/metastore_fixtur
 from __future__ import annotations
 
 import importlib.util
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
+from cli_helpers import compact_json, compact_nation_iceberg
 from pyiceberg.catalog import load_catalog
 
 from airflow_provider_acid.cli import main
 from airflow_provider_acid.output.iceberg_hive import HIVE4_CATALOG_IMPL
 
 REPO = Path(__file__).resolve().parents[2]
-NATION_IDS = "default.nation:{hwm}:9223372036854775807::"
 
 
 def _rest_script():
@@ -42,30 +41,11 @@ def rest_catalog(tmp_path_factory) -> Iterator[str]:
         server.stop()
 
 
-def compact_json(capsys, *args: str) -> dict:
-    assert main(["compact", *args, "--json", "--quiet"]) == 0, capsys.readouterr().err
-    return json.loads(capsys.readouterr().out)
-
-
 def test_a_rest_catalog_holds_the_table_and_its_history(hive_table, tmp_path, capsys, rest_catalog):
     table, out = str(hive_table("nation")), str(tmp_path / "out")
     catalog_args = ["--iceberg-catalog", "type=rest", "--iceberg-catalog", f"uri={rest_catalog}"]
-    runs = [
-        compact_json(
-            capsys,
-            table,
-            "--out",
-            out,
-            "--valid-write-ids",
-            NATION_IDS.format(hwm=hwm),
-            "--format",
-            "iceberg",
-            *catalog_args,
-            "--iceberg-table",
-            "warehouse.nation",
-        )  # fmt: skip
-        for hwm in (3, 4, 4)
-    ]
+    extra = (*catalog_args, "--iceberg-table", "warehouse.nation")
+    runs = [compact_nation_iceberg(capsys, table, out, hwm, *extra) for hwm in (3, 4, 4)]
     assert [r["newly_published"] for r in runs] == [True, True, False]
     block = runs[-1]["iceberg"]
     assert block["catalog"] == {"type": "rest", "uri": rest_catalog}

@@ -9,23 +9,16 @@ the simulator knows (``expected_rows``). The tables are opened from the CLI's ``
 from __future__ import annotations
 
 import glob
-import json
 import os
 import uuid
 
 import pytest
+from cli_helpers import compact_json, compact_nation_iceberg
 from spark_session import spark  # noqa: F401 - the session-wide Spark fixture
 
-from airflow_provider_acid.cli import main
 from airflow_provider_acid.testing import generate_demo_table
 
-NATION_IDS = "default.nation:{hwm}:9223372036854775807::"
 COLUMNS = ("id", "category", "amount", "ts", "note", "dt")
-
-
-def compact_json(capsys, *args: str) -> dict:
-    assert main(["compact", *args, "--json", "--quiet"]) == 0, capsys.readouterr().err
-    return json.loads(capsys.readouterr().out)
 
 
 def as_rows(records) -> list[tuple]:
@@ -38,18 +31,7 @@ def nation(hive_table, tmp_path, capsys):
     table, out = str(hive_table("nation")), str(tmp_path / "nation-out")
     name = f"c{uuid.uuid4().hex[:8]}"  # a catalog of its own: Spark caches catalogs by name
     return [
-        compact_json(
-            capsys,
-            table,
-            "--out",
-            out,
-            "--valid-write-ids",
-            NATION_IDS.format(hwm=hwm),
-            "--format",
-            "iceberg",
-            "--iceberg-catalog-name",
-            name,
-        )  # fmt: skip
+        compact_nation_iceberg(capsys, table, out, hwm, "--iceberg-catalog-name", name)
         for hwm in (3, 4)
     ]
 
