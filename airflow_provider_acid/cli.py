@@ -659,6 +659,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compact(commands, common)
     _add_index_and_manifest(commands, common)
     _add_expire(commands, common)
+    from .cli_changes import add_changes_command
+
+    add_changes_command(commands, common, table_arguments=_add_table_arguments, source=_source)
     return parser
 
 
