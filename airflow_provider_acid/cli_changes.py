@@ -26,6 +26,18 @@ def _key_columns(text: str) -> tuple[str, ...]:
     return names
 
 
+def _deliver(feed: Any, args: argparse.Namespace) -> Any:
+    from .engine.change_diff import find_identity_snapshot
+    from .output.delta_changes import deliver_to_delta, delta_watermark
+
+    initial = None
+    if args.identity_snapshot and delta_watermark(args.delta_uri) is None:
+        initial = find_identity_snapshot(
+            args.identity_snapshot, feed.result.table, feed.from_write_id
+        ).result
+    return deliver_to_delta(feed.result, args.delta_uri, initial_snapshot=initial)
+
+
 def add_changes_command(
     commands: Any,
     common: argparse.ArgumentParser,
@@ -77,6 +89,12 @@ def add_changes_command(
         help="a snapshot folder holding the provider's snapshot at A written with "
         "--include-identity: used where Hive compacted inside the range",
     )
+    parser.add_argument(
+        "--delta-uri",
+        metavar="URI",
+        help="also deliver the feed to this Delta table (change data feed on; created from "
+        "--identity-snapshot's snapshot at A, or empty), one version per write",
+    )
     parser.add_argument("--json", action="store_true", help="stable JSON output for scripts")
 
     def run(args: argparse.Namespace) -> int:
@@ -91,7 +109,15 @@ def add_changes_command(
             net=args.net,
             identity_snapshot=args.identity_snapshot,
         )
-        print(json.dumps(feed.to_dict(), indent=2) if args.json else format_feed(feed))
+        summary = feed.to_dict()
+        if args.delta_uri:
+            summary["delta"] = _deliver(feed, args).to_dict()
+        if args.json:
+            print(json.dumps(summary, indent=2))
+        else:
+            print(format_feed(feed))
+            if args.delta_uri:
+                print(f"delta {args.delta_uri}: versions {summary['delta']['versions']}")
         return 0
 
     parser.set_defaults(run=run)
