@@ -23,7 +23,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
-from ..acid.delete_keys import DeleteKeySet
 from ..acid.listing import resolve_filesystem
 from ..acid.read_view import BucketSlice
 from ..acid.rows import SliceReader, TableColumns
@@ -32,6 +31,7 @@ from ..output.parquet_files import IDENTITY_COLUMNS
 from ..output.protocol import committed_snapshots
 from ..output.records import SnapshotResult
 from .change_rows import IDENTITY, ROW_WRITE, SliceChanges, bookkeeping_rows
+from .delete_keys import DeleteKeySet
 
 #: The snapshot's identity columns, as the feed names them.
 _SNAPSHOT_IDENTITY = tuple(name for name, _ in IDENTITY_COLUMNS[:3])

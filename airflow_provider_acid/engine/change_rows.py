@@ -31,11 +31,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
-from ..acid.delete_keys import DeleteKeySet
 from ..acid.names import BaseDir, DeltaDir
 from ..acid.read_view import BucketSlice, DataFile
 from ..acid.rows import DeleteBatch, SliceReader, TableColumns
 from ..acid.writeids import ValidWriteIdList
+from .delete_keys import DeleteKeySet
 
 INSERT = "insert"
 DELETE = "delete"

@@ -20,9 +20,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_acid.acid.compaction import CompactionOptions, compact_table
+from airflow_provider_acid.engine.change_feed import compute_changes
 from airflow_provider_acid.engine.change_rows import CHANGE_TYPES, CompactedRangeError
-from airflow_provider_acid.engine.changes import compute_changes
+from airflow_provider_acid.engine.compaction import CompactionOptions, compact_table
 from airflow_provider_acid.testing.streaming import stream_batch
 from airflow_provider_acid.testing.table_writer import AcidTableWriter
 from airflow_provider_acid.testing.write_history import WriteIdSnapshot, WriteState

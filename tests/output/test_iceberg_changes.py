@@ -10,8 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from airflow_provider_acid.acid.compaction import compact_table
-from airflow_provider_acid.engine.changes import compute_changes
+from airflow_provider_acid.engine.change_feed import compute_changes
+from airflow_provider_acid.engine.compaction import compact_table
 from airflow_provider_acid.output.iceberg import IcebergSink
 from airflow_provider_acid.output.iceberg_changes import apply_to_iceberg, iceberg_watermark
 from airflow_provider_acid.output.sinks import publish_snapshot

@@ -38,10 +38,10 @@ from fsspec import AbstractFileSystem
 from ..acid.hive_types import HiveType, partition_scalar
 from ..acid.listing import location_uri, resolve_filesystem
 from ..acid.locations import check_outside_table
-from ..acid.read_view import BucketSlice, TableSnapshot
+from ..acid.read_view import BucketSlice, TableReadView
+from ..acid.resolution import check_placed, resolve_read_view
 from ..acid.rows import TableColumns, table_columns
 from ..acid.schema import partition_columns
-from ..acid.snapshot import check_placed, resolve_snapshot
 from ..acid.source import ReadArguments, TableSource
 from ..acid.writeids import NO_OPEN_ID, ValidWriteIdList
 from ..output.parquet_files import BucketFileWriter, output_schema
@@ -167,7 +167,7 @@ def bounded_write_ids(
     return bounded, warnings
 
 
-def _highest_write_id(snapshot: TableSnapshot) -> int:
+def _highest_write_id(snapshot: TableReadView) -> int:
     return max((f.folder.max_write_id for f in snapshot.files if f.folder is not None), default=0)
 
 
@@ -179,15 +179,15 @@ def resolve_at(
     txns: Any = None,
     filesystem: AbstractFileSystem | None = None,
     storage_options: dict[str, Any] | None = None,
-) -> tuple[TableSnapshot, AbstractFileSystem, list[str]]:
+) -> tuple[TableReadView, AbstractFileSystem, list[str]]:
     """The read view at B (aborted and open writes out), the table's filesystem, warnings."""
     read = ReadArguments.of(table_uri, write_ids, txns)
     fs, _ = resolve_filesystem(read.location, filesystem, storage_options)
     highest = 0
     if read.write_ids is None or read.write_ids.is_all_committed:
-        highest = _highest_write_id(resolve_snapshot(table_uri, read.write_ids, filesystem=fs))
+        highest = _highest_write_id(resolve_read_view(table_uri, read.write_ids, filesystem=fs))
     bounded, warnings = bounded_write_ids(read.write_ids, to_write_id, highest)
-    snapshot = resolve_snapshot(table_uri, bounded, read.txns, filesystem=fs)
+    snapshot = resolve_read_view(table_uri, bounded, read.txns, filesystem=fs)
     return snapshot, fs, warnings
 
 
@@ -206,13 +206,13 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _fingerprint(snapshot: TableSnapshot, bucket_slice: BucketSlice, settings: Any) -> str:
+def _fingerprint(snapshot: TableReadView, bucket_slice: BucketSlice, settings: Any) -> str:
     described = [[f.role.value, f.path, f.file.size, f.file.version] for f in bucket_slice.files]
     return _digest([settings, bucket_slice.key, str(snapshot.write_ids), described])[:32]
 
 
 def plan_changes(
-    snapshot: TableSnapshot,
+    snapshot: TableReadView,
     fs: AbstractFileSystem,
     out_uri: str,
     change_range: ChangeRange,
@@ -339,7 +339,7 @@ def change_range_of(plan: SnapshotPlan) -> ChangeRange:
 
 
 def compute_slice(
-    snapshot: TableSnapshot,
+    snapshot: TableReadView,
     bucket_slice: BucketSlice,
     fs: AbstractFileSystem,
     out_fs: AbstractFileSystem,
