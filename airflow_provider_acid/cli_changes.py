@@ -98,7 +98,7 @@ def add_changes_command(
     parser.add_argument("--json", action="store_true", help="stable JSON output for scripts")
 
     def run(args: argparse.Namespace) -> int:
-        from .engine.change_feed import compute_changes
+        from .engine.change_runs import compute_changes
 
         feed = compute_changes(
             source(args),

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import posixpath
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -46,9 +46,7 @@ from ..acid.source import ReadArguments, TableSource
 from ..acid.writeids import NO_OPEN_ID, ValidWriteIdList
 from ..output.parquet_files import BucketFileWriter, output_schema
 from ..output.protocol import (
-    commit_snapshot,
     committed_snapshots,
-    complete_commit,
     read_manifest,
     write_plan,
 )
@@ -458,94 +456,6 @@ def change_counts(result: SnapshotResult, fs: AbstractFileSystem) -> dict[str, i
     return counts
 
 
-def compute_changes(
-    table_uri: str | TableSource,
-    out_uri: str,
-    *,
-    from_write_id: int | None = None,
-    to_write_id: int | None = None,
-    key: Iterable[str] = (),
-    net: bool = False,
-    identity_snapshot: str | None = None,
-    write_ids: ValidWriteIdList | str | None = None,
-    txns: Any = None,
-    options: FeedOptions = FeedOptions(),  # noqa: B008
-    filesystem: AbstractFileSystem | None = None,
-    out_filesystem: AbstractFileSystem | None = None,
-    storage_options: dict[str, Any] | None = None,
-) -> ChangeFeed:
-    """Write and commit the change feed ``(from_write_id, to_write_id]`` under ``out_uri``.
-
-    :param table_uri: the table's location, or a :class:`TableSource` (by name).
-    :param out_uri: the feed's output folder.
-    :param from_write_id: A; by default the watermark of the feeds already in ``out_uri``.
-    :param to_write_id: B; by default the write-id list's high watermark.
-    :param key: the table's key columns (updates of a key are paired).
-    :param net: leave out rows both inserted and deleted inside the range.
-    :param identity_snapshot: an output folder holding the provider's snapshot at A written
-        with identity columns, for partitions Hive compacted inside the range.
-    :param write_ids: the write-id list (Hive's form); by default the source's.
-    :param txns: the transaction list (Hive's form); by default the source's.
-    :param options: how the files are written.
-    :param filesystem: the table's fsspec filesystem.
-    :param out_filesystem: the output's fsspec filesystem.
-    :param storage_options: fsspec options for both.
-    """
-    out_fs, out_root = resolve_filesystem(out_uri, out_filesystem, storage_options)
-    delivered = feed_watermark(out_root, out_filesystem=out_fs)
-    if from_write_id is None:
-        if delivered is None:
-            raise ValueError(
-                f"{out_uri} holds no feed yet: give --from-write-id (the write of the "
-                "snapshot the feed applies to)"
-            )
-        from_write_id = delivered
-    snapshot, fs, warnings = resolve_at(
-        table_uri,
-        to_write_id,
-        write_ids=write_ids,
-        txns=txns,
-        filesystem=filesystem,
-        storage_options=storage_options,
-    )
-    change_range = ChangeRange(
-        int(from_write_id), snapshot.write_ids.high_watermark, tuple(key), net
-    )
-    plan, at_a = plan_changes(
-        snapshot,
-        fs,
-        out_root,
-        change_range,
-        identity_snapshot=identity_snapshot,
-        options=options,
-        warnings=warnings,
-        out_filesystem=out_fs,
-    )
-    committed = complete_commit(out_fs, out_root, plan.snapshot_id)
-    if committed is None:
-        if delivered is not None and delivered != change_range.from_write_id:
-            raise ValueError(
-                f"{out_uri} already holds changes up to write {delivered}: a feed into it must "
-                f"start there (--from-write-id {delivered}), not at {change_range.from_write_id}"
-            )
-        by_key = {s.key: s for s in snapshot.slices}
-        results = [
-            compute_slice(snapshot, by_key[k], fs, out_fs, plan, at_a=at_a)
-            for k in plan.keys_to_compute
-        ]
-        committed = commit_snapshot(
-            out_root, plan.snapshot_id, results, plan=plan, out_filesystem=out_fs
-        )
-    return ChangeFeed(
-        change_range.from_write_id,
-        change_range.to_write_id,
-        out_root,
-        committed,
-        change_counts(committed, out_fs),
-        tuple(committed.warnings),
-    )
-
-
 __all__ = [
     "CHANGES_FORMAT",
     "ChangeFeed",
@@ -553,7 +463,6 @@ __all__ = [
     "bounded_write_ids",
     "change_counts",
     "change_range_of",
-    "compute_changes",
     "compute_slice",
     "feed_schema",
     "feed_watermark",

@@ -20,8 +20,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_acid.engine.change_feed import compute_changes
 from airflow_provider_acid.engine.change_rows import CHANGE_TYPES, CompactedRangeError
+from airflow_provider_acid.engine.change_runs import compute_changes
 from airflow_provider_acid.engine.compaction import CompactionOptions, compact_table
 from airflow_provider_acid.testing.streaming import stream_batch
 from airflow_provider_acid.testing.table_writer import AcidTableWriter

@@ -12,7 +12,7 @@ import pytest
 from deltalake import DeltaTable
 from spark_session import spark  # noqa: F401 - the session-wide fixture
 
-from airflow_provider_acid.engine.change_feed import compute_changes
+from airflow_provider_acid.engine.change_runs import compute_changes
 from airflow_provider_acid.engine.compaction import CompactionOptions, compact_table
 from airflow_provider_acid.output.delta_changes import deliver_to_delta, delta_watermark
 from airflow_provider_acid.testing.table_writer import AcidTableWriter

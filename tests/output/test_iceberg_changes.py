@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from airflow_provider_acid.engine.change_feed import compute_changes
+from airflow_provider_acid.engine.change_runs import compute_changes
 from airflow_provider_acid.engine.compaction import compact_table
 from airflow_provider_acid.output.iceberg import IcebergSink
 from airflow_provider_acid.output.iceberg_changes import apply_to_iceberg, iceberg_watermark
