@@ -268,6 +268,9 @@ def plan_changes(
         )
         chosen += [s for s, _ in diffed]
     chosen.sort(key=lambda s: s.key)
+    before = _columns_at_a(out_fs, out_root, change_range.from_write_id, at_a)
+    changed = schema_changes(before, columns.to_dict()["columns"]) if before else []
+    plan_warnings += [f"the table's schema changed inside the range: {c}" for c in changed]
     settings = {
         "version": _SETTINGS_VERSION,
         "columns": columns.to_dict()["columns"],
@@ -289,6 +292,7 @@ def plan_changes(
             "identity_diff_slices": sorted(s.key for s, _ in diffed),
             "identity_snapshot": at_a.result.snapshot_id if at_a else None,
             "identity_snapshot_out": at_a.result.out if at_a else None,
+            "schema_changes": changed,
         },
     }
     planned = [
@@ -320,6 +324,48 @@ def plan_changes(
     if read_manifest(out_fs, out_root, feed_id) is None:
         write_plan(out_fs, plan)
     return plan, at_a
+
+
+def schema_changes(
+    before: Sequence[Mapping[str, str]], after: Sequence[Mapping[str, str]]
+) -> list[str]:
+    """How the columns changed, compared by position as Hive reads files: renamed, retyped,
+    added and dropped columns, one text each.
+
+    :param before: the columns at A (``{"name", "hive_type"}`` each).
+    :param after: the columns at B.
+    """
+    changes = []
+    for index in range(max(len(before), len(after))):
+        old = before[index] if index < len(before) else None
+        new = after[index] if index < len(after) else None
+        if old is None:
+            changes.append(f"column {new['name']} {new['hive_type']} added")
+        elif new is None:
+            changes.append(f"column {old['name']} dropped")
+        else:
+            if old["name"].lower() != new["name"].lower():
+                changes.append(f"column {old['name']} renamed to {new['name']}")
+            if old["hive_type"] != new["hive_type"]:
+                changes.append(
+                    f"column {new['name']} changed from {old['hive_type']} to {new['hive_type']}"
+                )
+    return changes
+
+
+def _columns_at_a(
+    out_fs: AbstractFileSystem, out_root: str, at: int, at_a: IdentitySnapshot | None
+) -> list[Mapping[str, str]] | None:
+    """The table's columns at A as the output knows them: those of the last feed ending at
+    or before A, else the identity snapshot's (None: unknown)."""
+    feeds = [
+        s
+        for s in committed_snapshots(out_fs, out_root)
+        if "changes" in s.settings and s.max_write_id <= at
+    ]
+    if feeds:
+        return list(feeds[-1].settings["columns"])
+    return list(at_a.result.settings["columns"]) if at_a is not None else None
 
 
 # -- one slice -------------------------------------------------------------------------------

@@ -202,6 +202,7 @@ def commit_feed(
         committed,
         change_counts(committed, out_fs),
         tuple(committed.warnings),
+        tuple(committed.settings["changes"].get("schema_changes", ())),
     )
 
 

@@ -150,3 +150,18 @@ def test_a_compaction_inside_the_range_is_refused_naming_the_base(table, tmp_pat
     code, _, err = _run(capsys, "changes", table.root, *lists, "--from-write-id", "1")
     assert code == 2
     assert "base_0000003" in err and "--include-identity" in err and "full snapshot" in err
+
+
+def test_a_schema_change_inside_the_range_is_reported(table, tmp_path, capsys):
+    out = str(tmp_path / "feed")
+    lists = ["--valid-write-ids", table.valid_write_ids()]
+    _run(capsys, "changes", table.root, *lists, "--from-write-id", "0", "--out", out)
+    table.add_columns([("qty", "int")])
+    table.rename_column("v", "label")
+    table.insert([{"id": 60, "label": "y", "qty": 2}])  # write 7
+    lists = ["--valid-write-ids", table.valid_write_ids()]
+    code, stdout, _ = _run(capsys, "changes", table.root, *lists, "--out", out, "--json")
+    summary = json.loads(stdout)
+    assert code == 0 and (summary["from_write_id"], summary["to_write_id"]) == (6, 7)
+    assert summary["schema_changes"] == ["column v renamed to label", "column qty int added"]
+    assert any("schema changed inside the range" in w for w in summary["warnings"])
