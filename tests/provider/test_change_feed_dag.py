@@ -31,6 +31,21 @@ def _expected(writer) -> collections.Counter:
     return collections.Counter((r["id"], r["name"]) for r in writer.expected_rows().to_pylist())
 
 
+def _asset_events() -> list[dict]:
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = (
+            session.query(AssetEvent)
+            .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+            .filter(AssetModel.name == "acid_demo_changes")
+            .order_by(AssetEvent.id)
+            .all()
+        )
+        return [dict(r.extra or {}) for r in rows]
+
+
 def test_the_feed_dag_catches_the_iceberg_table_up(
     airflow_db, metastore_db, metastore_uri, tmp_path, monkeypatch
 ):
@@ -69,6 +84,9 @@ def test_the_feed_dag_catches_the_iceberg_table_up(
                                  "update_postimage": 1}  # fmt: skip
     assert _iceberg_rows(snapshots) == _expected(writer)
     assert iceberg_watermark(IcebergSink(snapshots).load_table()) == 5
+    event = _asset_events()[-1]  # one event for the range delivered, saying which
+    assert (event["from_write_id"], event["to_write_id"]) == (1, 5)
+    assert event["feed_id"] == summary["feed_id"] and event["counts"] == summary["counts"]
 
     rerun = dag.test(run_conf=conf, logical_date=logical_date)  # nothing new
     assert rerun.state == "success", states(rerun)
