@@ -399,7 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_expire(commands, common)
     from .cli_changes import add_changes_command
 
-    add_changes_command(commands, common, table_arguments=_add_table_arguments, source=_source)
+    add_changes_command(commands, common)
     return parser
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
 from typing import Any
+
+from .cli_arguments import add_table_arguments, source_of
 
 
 def format_feed(feed: Any) -> str:
@@ -38,26 +39,18 @@ def _deliver(feed: Any, args: argparse.Namespace) -> Any:
     return deliver_to_delta(feed.result, args.delta_uri, initial_snapshot=initial)
 
 
-def add_changes_command(
-    commands: Any,
-    common: argparse.ArgumentParser,
-    *,
-    table_arguments: Callable[[argparse.ArgumentParser], None],
-    source: Callable[..., Any],
-) -> None:
+def add_changes_command(commands: Any, common: argparse.ArgumentParser) -> None:
     """Register ``changes``.
 
     :param commands: the CLI's subparsers.
     :param common: the options every command takes.
-    :param table_arguments: adds TABLE_URI, ``--metastore``/``--table`` and the lists.
-    :param source: the table the parsed arguments name (a ``TableSource``).
     """
     parser = commands.add_parser(
         "changes",
         parents=[common],
         help="the rows inserted, deleted and updated between two write ids (a change feed)",
     )
-    table_arguments(parser)
+    add_table_arguments(parser)
     parser.add_argument(
         "--from-write-id",
         type=int,
@@ -101,7 +94,7 @@ def add_changes_command(
         from .engine.change_runs import compute_changes
 
         feed = compute_changes(
-            source(args),
+            source_of(args),
             args.out,
             from_write_id=args.from_write_id,
             to_write_id=args.to_write_id,
