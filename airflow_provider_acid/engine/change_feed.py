@@ -237,13 +237,16 @@ def plan_changes(
     missing = [k for k in change_range.key if k.lower() not in names]
     if missing:
         raise ValueError(f"--key: {missing} are not columns of {table_uri} ({names})")
-    chosen, diffed = [], []
-    for s in snapshot.slices:
-        base = compacted_base(s, change_range)
+    chosen, diffed, compacted = [], [], []
+    for p in snapshot.partitions:
+        base = compacted_base(p.base, change_range)
         if base is not None:
-            diffed.append((s, base))
-        elif slice_has_changes(s, change_range):
-            chosen.append(s)
+            compacted.append((p.partition, base))
+        for s in p.slices:
+            if base is not None:
+                diffed.append((s, base))
+            elif slice_has_changes(s, change_range):
+                chosen.append(s)
     at_a = None
     plan_warnings = list(warnings) + list(ignored)
     if diffed:
@@ -266,6 +269,12 @@ def plan_changes(
                 at=change_range.from_write_id,
             )
         )
+        # a bucket the compaction left without rows has no slice at B: diffed as empty
+        present = {s.key for s in snapshot.slices}
+        for partition, base in compacted:
+            for bucket in at_a.result.buckets:
+                if bucket.partition == partition.path and bucket.slice_key not in present:
+                    diffed.append((BucketSlice(partition, bucket.bucket), base))
         chosen += [s for s, _ in diffed]
     chosen.sort(key=lambda s: s.key)
     before = _columns_at_a(out_fs, out_root, change_range.from_write_id, at_a)
@@ -366,6 +375,20 @@ def _columns_at_a(
     if feeds:
         return list(feeds[-1].settings["columns"])
     return list(at_a.result.settings["columns"]) if at_a is not None else None
+
+
+def slice_of(snapshot: TableReadView, plan: SnapshotPlan, slice_key: str) -> BucketSlice | None:
+    """The read view's slice of a planned key; an empty slice for a bucket the identity diff
+    covers that has no files at B (all its rows gone); None if neither."""
+    for s in snapshot.slices:
+        if s.key == slice_key:
+            return s
+    if slice_key in plan.settings["changes"]["identity_diff_slices"]:
+        planned = plan.planned(slice_key)
+        for p in snapshot.partitions:
+            if p.partition.path == planned.partition:
+                return BucketSlice(p.partition, planned.bucket)
+    return None
 
 
 # -- one slice -------------------------------------------------------------------------------
@@ -513,5 +536,6 @@ __all__ = [
     "feed_schema",
     "feed_watermark",
     "plan_changes",
+    "slice_of",
     "resolve_at",
 ]

@@ -108,12 +108,11 @@ def ordinal(commit: pa.Array, statement: pa.Array, phase: pa.Array) -> pa.Array:
     return pc.add(value, pc.cast(phase, pa.int64()))
 
 
-def compacted_base(bucket_slice: BucketSlice, change_range: ChangeRange) -> BaseDir | None:
-    """The slice's base when it was written inside the range (its events are gone)."""
-    for data_file in bucket_slice.base_files:
-        folder = data_file.folder
-        if isinstance(folder, BaseDir) and folder.write_id > change_range.from_write_id:
-            return folder
+def compacted_base(base: BaseDir | None, change_range: ChangeRange) -> BaseDir | None:
+    """A partition's base when it was written inside the range (its writes' events are gone:
+    a major compaction, or an INSERT OVERWRITE)."""
+    if base is not None and base.write_id > change_range.from_write_id:
+        return base
     return None
 
 

@@ -31,6 +31,7 @@ from .change_feed import (
     feed_watermark,
     plan_changes,
     resolve_at,
+    slice_of,
 )
 from .change_rows import ChangeRange
 
@@ -157,7 +158,7 @@ def compute_feed_slice(
     planned = plan.planned(slice_key)
     fs, _ = resolve_filesystem(plan.table, None, storage_options)
     snapshot = resolve_read_view(_plan_source(plan), filesystem=fs)
-    bucket_slice = next((s for s in snapshot.slices if s.key == slice_key), None)
+    bucket_slice = slice_of(snapshot, plan, slice_key)
     if bucket_slice is None or {f.path for f in bucket_slice.files} != set(planned.files):
         raise CommitError(
             f"the files of slice {slice_key} of {plan.table} changed since feed {feed_id} was "
@@ -167,7 +168,10 @@ def compute_feed_slice(
     at_a = None
     if changes["identity_snapshot_out"]:
         at_a = find_identity_snapshot(
-            changes["identity_snapshot_out"], plan.table, change_range_of(plan).from_write_id
+            changes["identity_snapshot_out"],
+            plan.table,
+            change_range_of(plan).from_write_id,
+            storage_options=storage_options,
         )
     return compute_slice(snapshot, bucket_slice, fs, out_fs, plan, at_a=at_a)
 
@@ -227,9 +231,8 @@ def compute_changes(table_uri: str | TableSource, out_uri: str, **arguments: Any
     plan, snapshot, fs, at_a = _planned(table_uri, root, **{**given, "out_filesystem": out_fs})
     results = []
     if complete_commit(out_fs, root, plan.snapshot_id) is None:
-        by_key = {s.key: s for s in snapshot.slices}
         results = [
-            compute_slice(snapshot, by_key[k], fs, out_fs, plan, at_a=at_a)
+            compute_slice(snapshot, slice_of(snapshot, plan, k), fs, out_fs, plan, at_a=at_a)
             for k in plan.keys_to_compute
         ]
     return commit_feed(root, plan.snapshot_id, results, out_filesystem=out_fs)
