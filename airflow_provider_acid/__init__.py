@@ -50,6 +50,7 @@ def get_provider_info() -> dict:
                 "python-modules": [
                     "airflow_provider_acid.operators.acid",
                     "airflow_provider_acid.operators.snapshot_tasks",
+                    "airflow_provider_acid.operators.change_feed",
                 ],
             }
         ],

@@ -397,6 +397,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compact(commands, common)
     add_index_and_manifest(commands, common)
     _add_expire(commands, common)
+    from .cli_changes import add_changes_command
+
+    add_changes_command(commands, common)
     return parser
 
 

@@ -512,6 +512,8 @@ class DeleteBatch:
     original_transaction: pa.Array
     bucket: pa.Array
     row_id: pa.Array
+    #: The deleting writes (``currentTransaction``), when asked for (``with_current``).
+    current_transaction: pa.Array | None = None
 
     @property
     def num_rows(self) -> int:
@@ -682,8 +684,9 @@ class SliceReader:
 
     # -- deletes ------------------------------------------------------------------------
 
-    def delete_batches(self) -> Iterator[DeleteBatch]:
-        """The delete events of the slice's delete deltas, minus those of invalid writes."""
+    def delete_batches(self, with_current: bool = False) -> Iterator[DeleteBatch]:
+        """The delete events of the slice's delete deltas, minus those of invalid writes;
+        ``with_current`` keeps each event's deleting write (``currentTransaction``) too."""
         for data_file in self.slice.delete_delta_files:
             opened = _open(self.fs, data_file)
             try:
@@ -697,7 +700,8 @@ class SliceReader:
                 assert opened.acid_names is not None
                 op, otx, bucket, row_id, ctx, _ = opened.acid_names
                 check_validity = not _fully_valid(data_file, self.write_ids)
-                wanted = [op, otx, bucket, row_id] + ([ctx] if check_validity else [])
+                read_current = check_validity or with_current
+                wanted = [op, otx, bucket, row_id] + ([ctx] if read_current else [])
                 for batch in opened.stripes(wanted, self.batch_rows):
                     operations = pc.min_max(batch.column(op))
                     if operations["min"].as_py() != _DELETE or operations["max"].as_py() != _DELETE:
@@ -709,10 +713,11 @@ class SliceReader:
                         _int_column(batch, bucket, pa.int32(), opened.path),
                         _int_column(batch, row_id, pa.int64(), opened.path),
                     ]
+                    if read_current:
+                        keys.append(_int_column(batch, ctx, pa.int64(), opened.path))
                     if check_validity:
-                        current = _int_column(batch, ctx, pa.int64(), opened.path)
-                        mask = visible_writes(current, self.write_ids)
+                        mask = visible_writes(keys[-1], self.write_ids)
                         keys = [pc.filter(k, mask) for k in keys]
-                    yield DeleteBatch(data_file, *keys)
+                    yield DeleteBatch(data_file, *keys[:3], keys[3] if with_current else None)
             finally:
                 opened.handle.close()

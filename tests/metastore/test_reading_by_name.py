@@ -44,27 +44,6 @@ def _ids(table: pa.Table) -> list[int]:
     return sorted(table.column("id").to_pylist())
 
 
-@pytest.fixture
-def sales(metastore_db):
-    """``sales(id bigint, name string) PARTITIONED BY (dt string)``, 2 buckets by id: two
-    committed inserts, a delete, one aborted insert and one left open (files on storage)."""
-    writer = metastore_db.writer(
-        "sales", [("id", "bigint"), ("name", "string")], [("dt", "string")], buckets=2,
-        bucket_by="id",
-    )  # fmt: skip
-    registered = metastore_db.register(writer)
-    days = ("2024-01-01", "2024-01-02")
-    writer.insert([{"id": i, "name": f"n{i}", "dt": days[i % 2]} for i in range(40)])
-    writer.insert([{"id": i, "name": f"n{i}", "dt": days[i % 2]} for i in range(40, 60)])
-    writer.delete(lambda r: r["id"] % 5 == 0)
-    aborted = writer.begin()
-    aborted.insert([{"id": 1000 + i, "name": "aborted", "dt": days[i % 2]} for i in range(6)])
-    aborted.abort()
-    in_flight = writer.begin()  # stays open: its files are on storage, half a write
-    in_flight.insert([{"id": 2000 + i, "name": "open", "dt": days[i % 2]} for i in range(4)])
-    return registered
-
-
 def test_by_name_reads_the_committed_rows_and_storage_only_reads_everything(sales, tmp_path):
     writer = sales.writer
     committed = _ids(writer.expected_rows(str(sales.read_view().write_ids)))

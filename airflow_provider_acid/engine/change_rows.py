@@ -1,0 +1,526 @@
+"""The row changes of one bucket slice between two write ids, from its ACID events.
+
+Between write ids A and B (the range ``(A, B]``) the changes of a bucket are:
+
+* inserts: the insert events of writes in the range (``currentTransaction`` in ``(A, B]``,
+  committed in the reader's write-id list), read from the deltas whose range reaches above A
+  only (a minor-compacted or streaming delta straddling A is filtered event by event);
+* deletes: the delete events of writes in the range, each with the deleted row's values,
+  found in the data files that can hold its identity (its ``originalTransaction`` says which:
+  originals for 0, a base for ids at or below its write id, a delta for ids in its range).
+
+An update (Hive writes a delete event and an insert event) is paired into
+``update_preimage``/``update_postimage`` when a key is given and one write deletes and inserts
+the same key. ``_change_ordinal`` orders the changes: by write, then statement, deletes of
+older rows before inserts, deletes of a row the same write inserted after its insert.
+
+A slice whose partition has a base written inside the range (a major compaction, or an INSERT
+OVERWRITE) no longer holds the events: :mod:`.change_diff` diffs identities instead, or the
+feed refuses it (:class:`CompactedRangeError`).
+
+Memory per bucket: the delete keys of the range (as compaction's), one batch being read, and
+the bucket's changes in the range (never the bucket's rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from fsspec import AbstractFileSystem
+
+from ..acid.names import BaseDir, DeltaDir
+from ..acid.read_view import BucketSlice, DataFile
+from ..acid.rows import DeleteBatch, SliceReader, TableColumns
+from ..acid.writeids import ValidWriteIdList
+from .delete_keys import DeleteKeySet
+
+INSERT = "insert"
+DELETE = "delete"
+UPDATE_PREIMAGE = "update_preimage"
+UPDATE_POSTIMAGE = "update_postimage"
+CHANGE_TYPES = (INSERT, DELETE, UPDATE_PREIMAGE, UPDATE_POSTIMAGE)
+
+#: The columns every change row has after the table's (and partition) columns.
+CHANGE_COLUMNS = (
+    ("_change_type", pa.string()),
+    ("_commit_write_id", pa.int64()),
+    ("_change_ordinal", pa.int64()),
+    ("_acid_original_write_id", pa.int64()),
+    ("_acid_bucket", pa.int32()),
+    ("_acid_row_id", pa.int64()),
+)
+IDENTITY = ("_acid_original_write_id", "_acid_bucket", "_acid_row_id")
+
+# Bookkeeping columns of change rows before they are finished.
+_KIND = "__kind"  # 0 insert, 1 delete
+_COMMIT = "__commit"
+_STATEMENT = "__statement"
+_PHASE = "__phase"
+#: The write that inserted the row (its ``currentTransaction``).
+ROW_WRITE = "__row_write"
+_POSITION = "__position"
+_STATEMENT_BITS = 0xFFF  # BucketCodec V1: the statement id in the bucket field's low bits
+
+
+class CompactedRangeError(RuntimeError):
+    """Hive compacted inside the range: the events of its writes are gone from the table."""
+
+
+class ChangeRowsError(RuntimeError):
+    """The table's events do not add up (a delete of a row the slice does not hold)."""
+
+
+@dataclass(frozen=True)
+class ChangeRange:
+    """What a feed covers: writes above ``from_write_id`` up to ``to_write_id``.
+
+    :param from_write_id: A, the write the feed starts after.
+    :param to_write_id: B, the last write the feed covers.
+    :param key: the table's key columns: updates of a key are paired.
+    :param net: leave out rows both inserted and deleted inside the range.
+    """
+
+    from_write_id: int
+    to_write_id: int
+    key: tuple[str, ...] = ()
+    net: bool = False
+
+    def __post_init__(self) -> None:
+        if self.from_write_id < 0:
+            raise ValueError(f"--from-write-id must be 0 or more, not {self.from_write_id}")
+        if self.to_write_id < self.from_write_id:
+            raise ValueError(
+                f"--to-write-id {self.to_write_id} is below --from-write-id {self.from_write_id}"
+            )
+
+    def reaches(self, low: int, high: int) -> bool:
+        """Whether a folder of writes ``low..high`` can hold events of the range."""
+        return high > self.from_write_id and low <= self.to_write_id
+
+
+def ordinal(commit: pa.Array, statement: pa.Array, phase: pa.Array) -> pa.Array:
+    """``_change_ordinal``: ``commit * 2**20 + statement * 4 + phase`` (int64)."""
+    value = pc.multiply(pc.cast(commit, pa.int64()), pa.scalar(1 << 20, pa.int64()))
+    value = pc.add(value, pc.multiply(pc.cast(statement, pa.int64()), pa.scalar(4, pa.int64())))
+    return pc.add(value, pc.cast(phase, pa.int64()))
+
+
+def compacted_base(base: BaseDir | None, change_range: ChangeRange) -> BaseDir | None:
+    """A partition's base when it was written inside the range (its writes' events are gone:
+    a major compaction, or an INSERT OVERWRITE)."""
+    if base is not None and base.write_id > change_range.from_write_id:
+        return base
+    return None
+
+
+def slice_has_changes(bucket_slice: BucketSlice, change_range: ChangeRange) -> bool:
+    """Whether a slice holds a folder reaching into the range (else it has no changes)."""
+    for data_file in bucket_slice.files:
+        folder = data_file.folder
+        if folder is not None and change_range.reaches(folder.min_write_id, folder.max_write_id):
+            return True
+    return False
+
+
+def _in_range(data_file: DataFile, change_range: ChangeRange) -> bool:
+    folder = data_file.folder
+    return isinstance(folder, DeltaDir) and change_range.reaches(
+        folder.min_write_id, folder.max_write_id
+    )
+
+
+def _holds_any(data_file: DataFile, writes: Sequence[int]) -> bool:
+    """Whether a data file can hold rows first written by one of ``writes``."""
+    folder = data_file.folder
+    if folder is None:
+        return 0 in writes
+    if isinstance(folder, BaseDir):
+        return any(w <= folder.write_id for w in writes)
+    return any(folder.min_write_id <= w <= folder.max_write_id for w in writes)
+
+
+def _range_mask(current: pa.Array, change_range: ChangeRange) -> pa.Array:
+    return pc.and_(
+        pc.greater(current, pa.scalar(change_range.from_write_id, pa.int64())),
+        pc.less_equal(current, pa.scalar(change_range.to_write_id, pa.int64())),
+    )
+
+
+def _deletes_in_range(
+    reader: SliceReader, change_range: ChangeRange
+) -> tuple[pa.Table, list[DeleteBatch]]:
+    """The range's delete events: identity, deleting write and statement (-1: unknown)."""
+    parts, batches = [], []
+    for batch in reader.delete_batches(with_current=True):
+        current = batch.current_transaction
+        assert current is not None
+        mask = _range_mask(current, change_range)
+        if not pc.any(mask).as_py():
+            continue
+        keys = [
+            pc.filter(a, mask) for a in (batch.original_transaction, batch.bucket, batch.row_id)
+        ]
+        committed = pc.filter(current, mask)
+        folder = batch.data_file.folder
+        statement = folder.statement_id if isinstance(folder, DeltaDir) else None
+        n = len(committed)
+        parts.append(
+            pa.table(
+                {
+                    IDENTITY[0]: keys[0],
+                    IDENTITY[1]: keys[1],
+                    IDENTITY[2]: keys[2],
+                    _COMMIT: committed,
+                    _STATEMENT: pa.repeat(pa.scalar(-1 if statement is None else statement), n),
+                }
+            )
+        )
+        batches.append(DeleteBatch(batch.data_file, *keys))
+    schema = pa.schema(
+        [(IDENTITY[0], pa.int64()), (IDENTITY[1], pa.int32()), (IDENTITY[2], pa.int64())]
+        + [(_COMMIT, pa.int64()), (_STATEMENT, pa.int64())]
+    )
+    table = pa.concat_tables([p.cast(schema) for p in parts]) if parts else schema.empty_table()
+    return table, batches
+
+
+@dataclass
+class SliceChanges:
+    """The changes of one slice (bookkeeping columns still on) and their accounting."""
+
+    rows: pa.Table
+    rows_read: int
+    rows_unchanged: int
+    delete_events: int
+
+
+def event_changes(
+    bucket_slice: BucketSlice,
+    fs: AbstractFileSystem,
+    columns: TableColumns,
+    write_ids: ValidWriteIdList,
+    change_range: ChangeRange,
+    *,
+    batch_rows: int = 131_072,
+    timestamp_unit: str = "us",
+) -> SliceChanges:
+    """The slice's inserts and deletes of the range, from its ACID events."""
+    in_range_deletes = tuple(
+        f for f in bucket_slice.delete_delta_files if _in_range(f, change_range)
+    )
+    narrowed = replace(
+        bucket_slice,
+        original_files=(),
+        base_files=(),
+        delta_files=(),
+        delete_delta_files=in_range_deletes,
+    )
+    deletes, delete_batches = _deletes_in_range(
+        SliceReader(narrowed, fs, columns, write_ids, batch_rows=batch_rows), change_range
+    )
+    keys = DeleteKeySet.from_batches(delete_batches) if deletes.num_rows else None
+    deleted_writes = sorted(set(pc.unique(deletes[IDENTITY[0]]).to_pylist()))
+    scanned = [
+        f
+        for f in bucket_slice.data_files
+        if _in_range(f, change_range) or (deleted_writes and _holds_any(f, deleted_writes))
+    ]
+    # keep whole folders: synthetic row ids of plain files count the folder's earlier files
+    folders = {f.folder.name if f.folder is not None else "" for f in scanned}
+
+    def kept(files: Iterable[DataFile]) -> tuple[DataFile, ...]:
+        return tuple(f for f in files if (f.folder.name if f.folder is not None else "") in folders)
+
+    reader = SliceReader(
+        replace(
+            bucket_slice,
+            original_files=kept(bucket_slice.original_files),
+            base_files=kept(bucket_slice.base_files),
+            delta_files=kept(bucket_slice.delta_files),
+            delete_delta_files=(),
+        ),
+        fs,
+        columns,
+        write_ids,
+        batch_rows=batch_rows,
+        timestamp_unit=timestamp_unit,
+    )
+    inserts, preimages = [], []
+    for batch in reader.data_batches():
+        identity = [batch.original_transaction, batch.bucket, batch.row_id]
+        visible = batch.visible
+        if _in_range(batch.data_file, change_range):
+            mask = _range_mask(batch.current_transaction, change_range)
+            if visible is not None:
+                mask = pc.and_(mask, visible)
+            if pc.any(mask).as_py():
+                inserts.append(_rows(batch.columns, identity, batch.current_transaction, mask))
+        if keys is not None:
+            hits = keys.match(*identity)
+            if hits is not None and visible is not None:
+                hits = pc.and_(hits, visible)
+            if hits is not None and pc.any(hits).as_py():
+                preimages.append(_rows(batch.columns, identity, batch.current_transaction, hits))
+    names = list(columns.names)
+    fields = columns.arrow_fields(timestamp_unit)
+    insert_rows = _finish_inserts(_concat(inserts, fields), names)
+    delete_rows = _finish_deletes(_concat(preimages, fields), deletes, names, bucket_slice)
+    rows = pa.concat_tables([insert_rows, delete_rows])
+    return SliceChanges(
+        rows,
+        rows_read=reader.rows_in_files,
+        rows_unchanged=reader.rows_in_files - rows.num_rows,
+        delete_events=deletes.num_rows,
+    )
+
+
+def _rows(
+    values: Sequence[pa.Array], identity: Sequence[pa.Array], current: pa.Array, mask: pa.Array
+) -> list[pa.Array]:
+    return [pc.filter(a, mask) for a in [*values, *identity, current]]
+
+
+def _concat(parts: list[list[pa.Array]], fields: Sequence[pa.Field]) -> pa.Table:
+    schema = pa.schema(
+        list(fields)
+        + [
+            pa.field(IDENTITY[0], pa.int64()),
+            pa.field(IDENTITY[1], pa.int32()),
+            pa.field(IDENTITY[2], pa.int64()),
+            pa.field(ROW_WRITE, pa.int64()),
+        ]
+    )
+    if not parts:
+        return schema.empty_table()
+    return pa.Table.from_batches(
+        [pa.RecordBatch.from_arrays(p, schema=schema) for p in parts], schema=schema
+    )
+
+
+def _statement_of(bucket: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return pc.cast(pc.bit_wise_and(bucket, pa.scalar(_STATEMENT_BITS, pa.int32())), pa.int64())
+
+
+def _finish_inserts(rows: pa.Table, names: Sequence[str]) -> pa.Table:
+    n = rows.num_rows
+    commit = rows[ROW_WRITE]
+    return bookkeeping_rows(
+        rows,
+        names,
+        kind=0,
+        commit=commit,
+        statement=_statement_of(rows[IDENTITY[1]]),
+        phase=pa.repeat(pa.scalar(1, pa.int64()), n),
+    )
+
+
+def _finish_deletes(
+    preimages: pa.Table, deletes: pa.Table, names: Sequence[str], bucket_slice: BucketSlice
+) -> pa.Table:
+    """Pre-images joined to their delete events: the deleting write and its ordinal."""
+    keyed = preimages.select(list(IDENTITY)).append_column(_POSITION, _arange(preimages.num_rows))
+    # only the identity and positions go through the join (it refuses some payload types)
+    joined = keyed.join(deletes, keys=list(IDENTITY), join_type="inner")
+    if joined.num_rows != deletes.num_rows:
+        raise ChangeRowsError(
+            f"slice {bucket_slice.key}: {deletes.num_rows} delete events in the range but "
+            f"{joined.num_rows} of the rows they delete found in its files"
+        )
+    rows = preimages.take(joined[_POSITION])
+    statement = joined[_STATEMENT]
+    unknown = pc.equal(statement, pa.scalar(-1, pa.int64()))
+    own = pc.equal(rows[ROW_WRITE], joined[_COMMIT])  # a row the deleting write inserted
+    # a minor-compacted delete delta keeps no statement: a delete of the write's own row
+    # comes after that row's insert, any other first
+    late = pc.and_(unknown, own)
+    zero = pa.scalar(0, pa.int64())
+    statement = pc.if_else(
+        unknown, pc.if_else(own, _statement_of(rows[IDENTITY[1]]), zero), statement
+    )
+    phase = pc.if_else(late, pa.scalar(2, pa.int64()), zero)
+    return bookkeeping_rows(
+        rows, names, kind=1, commit=joined[_COMMIT], statement=statement, phase=phase
+    )
+
+
+def _arange(n: int) -> pa.Array:
+    """int64 ``0, 1, ..., n - 1``."""
+    if n == 0:
+        return pa.array([], pa.int64())
+    ones = pa.repeat(pa.scalar(1, pa.int64()), n)
+    return pc.subtract(pc.cumulative_sum(ones), pa.scalar(1, pa.int64()))
+
+
+def bookkeeping_rows(
+    rows: pa.Table,
+    names: Sequence[str],
+    *,
+    kind: int,
+    commit: pa.Array | pa.ChunkedArray,
+    statement: pa.Array | pa.ChunkedArray,
+    phase: pa.Array | pa.ChunkedArray,
+) -> pa.Table:
+    """Change rows in the form :func:`finish` takes: ``rows`` holds the table's columns
+    ``names``, the identity and the inserting write (:data:`ROW_WRITE`); ``kind`` 0 for
+    inserts, 1 for deletes."""
+    n = rows.num_rows
+    columns = [rows[name] for name in names] + [rows[c] for c in IDENTITY]
+    extra = {
+        _KIND: pa.repeat(pa.scalar(kind, pa.int8()), n),
+        _COMMIT: pc.cast(commit, pa.int64()),
+        _STATEMENT: pc.cast(statement, pa.int64()),
+        _PHASE: pc.cast(phase, pa.int64()),
+        ROW_WRITE: rows[ROW_WRITE],
+    }
+    return pa.Table.from_arrays(
+        columns + list(extra.values()), names=list(names) + list(IDENTITY) + list(extra)
+    )
+
+
+@dataclass
+class FinishedChanges:
+    """A slice's change rows ready to write, with how many ``--net`` left out."""
+
+    rows: pa.Table
+    netted: int
+
+
+def finish(
+    rows: pa.Table,
+    change_range: ChangeRange,
+    partition_values: Sequence[tuple[str, pa.Scalar]],
+    *,
+    pair_any_write: bool = False,
+) -> FinishedChanges:
+    """Net, pair and order a slice's changes, as the feed's output columns.
+
+    :param rows: changes in the form :func:`event_changes` gives them.
+    :param change_range: the range, its key and ``net``.
+    :param partition_values: the slice's partition columns and their values.
+    :param pair_any_write: pair a delete with an insert of the key whatever the delete's write
+        (the identity diff, whose deletes have none).
+    """
+    netted = 0
+    if change_range.net and rows.num_rows:
+        kinds = rows[_KIND]
+        inserted_in_range = _range_mask(rows[ROW_WRITE], change_range)
+        deleted = _identities(rows, pc.equal(kinds, 1))
+        inserted = _identities(rows, pc.equal(kinds, 0))
+        drop_insert = pc.and_(pc.equal(kinds, 0), _member(rows, deleted))
+        drop_delete = pc.and_(
+            pc.and_(pc.equal(kinds, 1), inserted_in_range), _member(rows, inserted)
+        )
+        keep = pc.invert(pc.or_(drop_insert, drop_delete))
+        before = rows.num_rows
+        rows = rows.filter(keep)
+        netted = before - rows.num_rows
+    change_type = pc.if_else(pc.equal(rows[_KIND], 0), INSERT, DELETE)
+    commit = rows[_COMMIT]
+    if change_range.key and rows.num_rows:
+        change_type, commit = _pair(rows, change_range.key, pair_any_write)
+    n = rows.num_rows
+    # an identity diff's unpaired delete has no write: it comes first
+    first = pa.scalar(change_range.from_write_id + 1, pa.int64())
+    order = ordinal(pc.fill_null(commit, first), rows[_STATEMENT], rows[_PHASE])
+    names = [c for c in rows.column_names if not c.startswith("__") and c not in IDENTITY]
+    columns = [rows[c] for c in names]
+    columns += [pa.repeat(value, n) for _, value in partition_values]
+    out = pa.Table.from_arrays(
+        columns
+        + [change_type, commit, order]
+        + [pc.cast(rows[IDENTITY[0]], pa.int64()), rows[IDENTITY[1]], rows[IDENTITY[2]]],
+        names=names + [k for k, _ in partition_values] + [c for c, _ in CHANGE_COLUMNS],
+    )
+    if n > 1:
+        out = out.take(
+            pc.sort_indices(
+                out,
+                sort_keys=[("_change_ordinal", "ascending")] + [(c, "ascending") for c in IDENTITY],
+            )
+        )
+    return FinishedChanges(out, netted)
+
+
+def _identities(rows: pa.Table, mask: pa.Array | pa.ChunkedArray) -> pa.Table:
+    return rows.filter(mask).select(list(IDENTITY))
+
+
+def _member(rows: pa.Table, identities: pa.Table) -> pa.Array:
+    """Which rows carry one of ``identities``."""
+    keyed = rows.select(list(IDENTITY)).append_column(_POSITION, _arange(rows.num_rows))
+    hit = keyed.join(identities, keys=list(IDENTITY), join_type="left semi")[_POSITION]
+    return pc.is_in(_arange(rows.num_rows), value_set=hit.combine_chunks())
+
+
+def _pair(rows: pa.Table, key: Sequence[str], any_write: bool) -> tuple[pa.Array, pa.Array]:
+    """Change types with updates paired: one delete and one insert of the same key by the
+    same write (or, ``any_write``, by any); and the commits (a paired delete takes its
+    insert's write when it had none)."""
+    missing = [k for k in key if k not in rows.column_names]
+    if missing:
+        raise ValueError(f"--key: {missing} are not columns of the table ({rows.column_names})")
+    n = rows.num_rows
+    group = list(key) if any_write else [_COMMIT, *key]
+    keyed = rows.select([*group, _KIND]).append_column(_POSITION, _arange(n))
+    keyed = keyed.filter(pc.invert(_any_null(keyed, key)))
+    counts = keyed.group_by(group).aggregate([(_KIND, "sum"), (_KIND, "count")])
+    # exactly one delete (kind 1) and one insert (kind 0): sum 1 over count 2
+    pairs = counts.filter(
+        pc.and_(pc.equal(counts[f"{_KIND}_count"], 2), pc.equal(counts[f"{_KIND}_sum"], 1))
+    ).select(group)
+    paired = keyed.join(pairs, keys=group, join_type="inner")
+    is_paired = pc.is_in(_arange(n), value_set=paired[_POSITION].combine_chunks())
+    kinds = rows[_KIND]
+    change_type = pc.if_else(
+        is_paired,
+        pc.if_else(pc.equal(kinds, 0), UPDATE_POSTIMAGE, UPDATE_PREIMAGE),
+        pc.if_else(pc.equal(kinds, 0), INSERT, DELETE),
+    )
+    commit = rows[_COMMIT]
+    if any_write and paired.num_rows:
+        # the insert's write, for its paired delete
+        inserts = (
+            paired.filter(pc.equal(paired[_KIND], 0))
+            .select(list(key))
+            .append_column(
+                "__insert_position", paired.filter(pc.equal(paired[_KIND], 0))[_POSITION]
+            )
+        )
+        deletes = paired.filter(pc.equal(paired[_KIND], 1)).select([*key, _POSITION])
+        matched = deletes.join(inserts, keys=list(key), join_type="inner")
+        written = pc.take(commit, matched["__insert_position"])
+        values = commit.combine_chunks() if isinstance(commit, pa.ChunkedArray) else commit
+        positions = matched[_POSITION].combine_chunks()
+        replacement = dict(zip(positions.to_pylist(), written.to_pylist(), strict=True))
+        commit = pa.array(
+            [replacement.get(i, v) for i, v in enumerate(values.to_pylist())], pa.int64()
+        )
+    return change_type, commit
+
+
+def _any_null(table: pa.Table, key: Sequence[str]) -> pa.Array:
+    mask = pc.is_null(table[key[0]])
+    for name in key[1:]:
+        mask = pc.or_(mask, pc.is_null(table[name]))
+    return mask
+
+
+__all__ = [
+    "CHANGE_COLUMNS",
+    "CHANGE_TYPES",
+    "ChangeRange",
+    "ChangeRowsError",
+    "CompactedRangeError",
+    "FinishedChanges",
+    "ROW_WRITE",
+    "SliceChanges",
+    "bookkeeping_rows",
+    "compacted_base",
+    "event_changes",
+    "finish",
+    "ordinal",
+    "slice_has_changes",
+]

@@ -1,0 +1,147 @@
+"""Benchmark: the change feed of 1% changed rows against a full compaction of the same table.
+
+    python benchmarks/changes.py [--buckets 4] [--rows 4000000] [--repeat 2] [--workdir DIR]
+                                 [--json]
+
+Generates (once, cached under ``--workdir``) the compaction benchmark's table
+(``bench_table.py``): a base of ROWS rows (write 1, INSERT OVERWRITE), then 3 insert deltas and
+3 delete deltas (writes 2..7) that together change 1% of the rows. Then measures, in this
+process, interleaved and repeated (best time of each):
+
+* ``compaction``: :func:`compact_table` of the table at write 7 (one worker), what a full
+  snapshot costs;
+* ``feed (1, 7]``: :func:`compute_changes` of the six writes (inserts, and deletes with the
+  deleted rows' values: read from the base, where those rows are);
+* ``feed (1, 4]``: the inserts alone.
+
+It counts the data files each run opens (a counting filesystem) and checks that the feeds open
+only the deltas of their range and, for deletes, the base files of the buckets those deletes
+touch. Target (issue #22): the feed at most 5% of the compaction. The ratios are of runs
+measured in the same invocation; the exit status is 0 whether or not the target is met.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import posixpath
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_table import generate_in_child
+from fsspec.implementations.local import LocalFileSystem
+
+TARGET = 0.05
+CHANGED = 0.01  # of the base's rows: half inserted, half deleted
+
+
+class CountingFileSystem(LocalFileSystem):
+    """The local filesystem, remembering every file opened for reading (one instance a run:
+    not fsspec's cached one)."""
+
+    cachable = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.opened: list[str] = []
+
+    def _open(self, path: str, mode: str = "rb", *args: Any, **kwargs: Any) -> Any:
+        if "r" in mode:
+            self.opened.append(self._strip_protocol(path))
+        return super()._open(path, mode, *args, **kwargs)
+
+
+def _folders(paths: list[str], root: str) -> set[str]:
+    return {posixpath.relpath(posixpath.dirname(p), root) for p in paths}
+
+
+def _compaction(table: str, write_ids: str, out: Path) -> tuple[float, CountingFileSystem]:
+    from airflow_provider_acid.engine.compaction import CompactionOptions, compact_table
+
+    shutil.rmtree(out, ignore_errors=True)
+    fs = CountingFileSystem()
+    started = time.perf_counter()
+    compact_table(
+        table, str(out), write_ids=write_ids, filesystem=fs,
+        options=CompactionOptions(max_workers=1, reuse=False),
+    )  # fmt: skip
+    return time.perf_counter() - started, fs
+
+
+def _feed(table: str, write_ids: str, out: Path, to: int) -> tuple[float, CountingFileSystem, Any]:
+    from airflow_provider_acid.engine.change_runs import compute_changes
+
+    shutil.rmtree(out, ignore_errors=True)
+    fs = CountingFileSystem()
+    started = time.perf_counter()
+    feed = compute_changes(
+        table, str(out), from_write_id=1, to_write_id=to, write_ids=write_ids, key=["id"],
+        filesystem=fs,
+    )  # fmt: skip
+    return time.perf_counter() - started, fs, feed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--buckets", type=int, default=4)
+    parser.add_argument("--rows", type=int, default=4_000_000)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "acid-bench")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    changed = int(args.rows * CHANGED / 2 / 3)  # rows per insert delta and per delete delta
+    root = args.workdir / f"changes-{args.buckets}x{args.rows}"
+    write_ids = generate_in_child(root / "table", args.buckets, args.rows, changed, changed)
+    table = str(root / "table")
+    best: dict[str, float] = {}
+    opened: dict[str, set[str]] = {}
+    counts: dict[str, Any] = {}
+    for _ in range(args.repeat):
+        seconds, fs = _compaction(table, write_ids, root / "snapshot")
+        best["compaction"] = min(best.get("compaction", seconds), seconds)
+        opened["compaction"] = _folders(fs.opened, table)
+        for name, to in (("feed (1, 7]", 7), ("feed (1, 4]", 4)):
+            seconds, fs, feed = _feed(table, write_ids, root / f"feed-{to}", to)
+            best[name] = min(best.get(name, seconds), seconds)
+            opened[name] = _folders(fs.opened, table)
+            counts[name] = dict(feed.counts)
+    # what the feeds may open: the deltas of their range, and for deletes the base
+    inserts = {f for f in opened["compaction"] if f.startswith("delta_")}
+    in_range_4 = {f for f in inserts if int(f.split("_")[1]) <= 4}
+    checks = {
+        "feed (1, 4] opens only its insert deltas": opened["feed (1, 4]"] <= in_range_4,
+        "feed (1, 7] opens its deltas and the base": opened["feed (1, 7]"]
+        <= {f for f in opened["compaction"] if f.startswith(("delta_", "delete_delta_", "base_"))},
+    }
+    result = {
+        "rows": args.rows,
+        "buckets": args.buckets,
+        "changed_rows": {k: sum(v.values()) for k, v in counts.items()},
+        "seconds": best,
+        "ratio": {k: best[k] / best["compaction"] for k in best if k != "compaction"},
+        "target": TARGET,
+        "folders_opened": {k: sorted(v) for k, v in opened.items()},
+        "checks": checks,
+    }
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        print(f"table: {args.rows:,} rows in {args.buckets} buckets, write-id list {write_ids}")
+        for name, seconds in best.items():
+            ratio = "" if name == "compaction" else f"  {result['ratio'][name]:.3f}x compaction"
+            changes = counts.get(name)
+            shown = f"  changes {changes}" if changes else ""
+            print(f"{name:<14} {seconds:8.2f} s{ratio}{shown}")
+            print(f"{'':<14} opened {sorted(opened[name])}")
+        for check, ok in checks.items():
+            print(f"{'ok' if ok else 'FAILED'}: {check}")
+        print(f"target: a feed at most {TARGET:.0%} of the compaction")
+    return 0 if all(checks.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
