@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from .acid.inspection import format_snapshot, snapshot_to_dict
-from .acid.snapshot import resolve_snapshot
+from .acid.resolution import resolve_read_view
 from .cli_progress import is_terminal, progress_line
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ def _source(
 
     Storage-only without a write-id list: the warning goes to stderr (never to stdout, which
     scripts parse)."""
-    from .sources import open_source
+    from .engine.sources import open_source
 
     source = open_source(
         args.table_uri,
@@ -54,7 +54,7 @@ def _source(
 
 def _warn_left_out(args: argparse.Namespace, warnings: Sequence[str]) -> None:
     """What ``--ignore-unrecognised`` left out, on stderr (the output records it too)."""
-    from .acid.snapshot import IGNORED_PREFIX
+    from .acid.resolution import IGNORED_PREFIX
 
     for warning in warnings:
         if warning.startswith(IGNORED_PREFIX):
@@ -114,7 +114,7 @@ def _inspect(args: argparse.Namespace) -> int:
     if args.partition:
         snapshot = resolve_partition_specs(source, args.partition).snapshot
     else:
-        snapshot = resolve_snapshot(source)
+        snapshot = resolve_read_view(source)
     if args.json:
         print(json.dumps(snapshot_to_dict(snapshot), indent=2))
     else:
@@ -253,7 +253,7 @@ def format_compaction(result: SnapshotResult) -> str:
 
 
 def _compact(args: argparse.Namespace) -> int:
-    from .acid.compaction import CompactionOptions, compact_table
+    from .engine.compaction import CompactionOptions, compact_table
     from .output.sinks import check_sink
 
     sink_options = _sink_options(args)
@@ -270,7 +270,7 @@ def _compact(args: argparse.Namespace) -> int:
         ignore_unrecognised=args.ignore_unrecognised,
     )
     if args.manifest:
-        from .pruning.snapshots import compact_manifest
+        from .engine.manifest_compaction import compact_manifest
 
         if args.table_uri or args.table or args.valid_write_ids or args.partition or args.bucket:
             raise ValueError(

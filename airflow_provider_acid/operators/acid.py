@@ -39,8 +39,9 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from airflow.sdk.observability.stats import Stats
 
-from ..acid.compaction import CompactionOptions, SourceChangedError, compact_table
 from ..acid.source import TableSource
+from ..engine.compaction import CompactionOptions, SourceChangedError, compact_table
+from ..engine.manifest_compaction import compact_manifest, compact_planned_slice, plan_from_manifest
 from ..hooks.acid import AcidHook
 from ..hooks.metastore import AcidMetastoreHook
 from ..output import BucketResult, commit_snapshot, expire_snapshots
@@ -58,7 +59,6 @@ from ..pruning.metrics import (
     write_metrics_record,
 )
 from ..pruning.report import add_snapshot, build_report, report_uri_for, write_report
-from ..pruning.snapshots import compact_manifest, compact_planned_slice, plan_from_manifest
 from . import lineage
 from .lineage import OpenLineageMixin
 from .links import REPORT_CONN_XCOM_KEY, REPORT_XCOM_KEY, AcidPruningReportLink
@@ -114,7 +114,7 @@ def _open_source(
     current_txn: int | None = None,
 ) -> TableSource:
     """The table's source (``sources.open_source``), logged by name."""
-    from ..sources import open_source
+    from ..engine.sources import open_source
 
     source = open_source(
         hook.resolve_uri(table_uri) if table_uri else None,

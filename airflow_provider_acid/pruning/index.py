@@ -364,7 +364,7 @@ def _dec_text(value: decimal.Decimal) -> str:
     return format(value, "f")
 
 
-def _stats_tables(all_stats: Sequence[FileStats], sizes: dict[str, FileKey]) -> tuple:
+def stats_tables(all_stats: Sequence[FileStats], sizes: dict[str, FileKey]) -> tuple:
     files_rows = {name: [] for name in FILES_SCHEMA.names}
     by_column: dict[str, list[dict]] = {}
     for st in all_stats:
@@ -557,7 +557,7 @@ def refresh(
                 log.warning("column-stats index: %s", res[1])
                 failed.append(res)
     if added_stats:
-        files_table, columns = _stats_tables(added_stats, wanted)
+        files_table, columns = stats_tables(added_stats, wanted)
         new_segments.append(_write_segment(fs, root, files_table, columns))
         changed = True
     if len(new_segments) > MAX_SEGMENTS:
@@ -704,7 +704,7 @@ def read_file_stats_table(
     by_path = {k.path: k for k in keys} if keys is not None else {}
     for st in stats:
         by_path.setdefault(st.path, FileKey(st.path, 0, ""))
-    files, by_column = _stats_tables(stats, by_path)
+    files, by_column = stats_tables(stats, by_path)
     wanted_cols = [columns] if isinstance(columns, str) else list(columns)
     joined = {}
     for col in dict.fromkeys(c.lower() for c in wanted_cols):

@@ -42,14 +42,8 @@ from fsspec import AbstractFileSystem
 
 from ..acid.listing import location_uri, resolve_filesystem
 from ..acid.locations import check_outside_table
-from ..acid.snapshot import (
-    BucketSlice,
-    DataFile,
-    FileRole,
-    PartitionSnapshot,
-    TableSnapshot,
-    check_placed,
-)
+from ..acid.read_view import BucketSlice, DataFile, FileRole, PartitionReadView, TableReadView
+from ..acid.resolution import check_placed
 from ..acid.source import TableDefinition, TableSource, storage_only_warning
 from ..acid.storage import naming, write_whole
 from .bucket_pruning import bucket_spec, possible_buckets
@@ -59,6 +53,7 @@ from .explain import SliceVerdict, explain_slices
 from .expressions import AlwaysTrue, Expr, referenced_columns, to_sql
 from .index import FileKey, refresh
 from .index import read as read_index
+from .partition_stats import partition_arrays, partitions_might_match, with_partition_columns
 from .sql_where import parse_sql_where
 
 FORMAT = "airflow-acid/slice-manifest"
@@ -274,62 +269,6 @@ def parse_predicate(where: str | Sequence[Any] | Expr | None) -> Expr:
 # -- the steps -------------------------------------------------------------------------------
 
 
-def _partition_stats(
-    typed: pa.Array, name: str, row_counts: pa.Array | None
-) -> dict[str, pa.Array]:
-    """Statistics of a partition column: every row of a file holds its folder's value.
-
-    Without row counts (the partition-level table) each partition counts as one row.
-    """
-    counts = row_counts if row_counts is not None else pa.array([1] * len(typed), pa.int64())
-    return {
-        f"{name}__min": typed,
-        f"{name}__max": typed,
-        f"{name}__nulls": pc.if_else(pc.is_null(typed), counts, pa.scalar(0, pa.int64())),
-        f"{name}__values": counts,
-        f"{name}__nans": pa.nulls(len(typed), pa.int64()),
-    }
-
-
-def _partition_arrays(
-    partitions: Sequence[Any], schema: pa.Schema, keys: Sequence[str]
-) -> dict[str, pa.Array]:
-    """Each partition column's values, one per partition, typed as the schema says."""
-    return _typed_values([p.partition.as_dict() for p in partitions], schema, keys)
-
-
-def _typed_values(
-    values: Sequence[Mapping[str, str | None]], schema: pa.Schema, keys: Sequence[str]
-) -> dict[str, pa.Array]:
-    return {
-        key: pc.cast(pa.array([v.get(key) for v in values], pa.string()), schema.field(key).type)
-        for key in keys
-    }
-
-
-def partitions_might_match(
-    expr: Expr, schema: pa.Schema, values: Sequence[Mapping[str, str | None]]
-) -> list[bool]:
-    """Which partitions (their values, ``{"dt": "2024-01-01"}``) ``expr`` might match, on
-    their values alone: data columns count as unknown. ``expr`` is bound to ``schema``."""
-    if not values:
-        return []
-    keys = [k for k in values[0] if k in schema.names]
-    table = pa.table({"row_count": pa.nulls(len(values), pa.int64())})
-    table = _with_partition_columns(table, _typed_values(values, schema, keys), None)
-    return might_match(expr, table, schema).to_pylist()
-
-
-def _with_partition_columns(
-    table: pa.Table, values: Mapping[str, pa.Array], row_counts: pa.Array | None
-) -> pa.Table:
-    """``table`` plus the statistics of the partition columns, one row per file or partition."""
-    for key, typed in values.items():
-        for name, array in _partition_stats(typed, key, row_counts).items():
-            table = table.append_column(name, array)
-    return table
-
-
 def file_key(data_file: DataFile) -> FileKey:
     """The index key of a snapshot file (path, size, and its version on storage)."""
     return FileKey(data_file.path, data_file.file.size, data_file.file.version or "")
@@ -359,7 +298,7 @@ class _SnapshotColumns:
     @classmethod
     def collect(
         cls,
-        parts: Sequence[PartitionSnapshot],
+        parts: Sequence[PartitionReadView],
         kept: Sequence[bool],
         buckets: frozenset[int] | None = None,
     ) -> _SnapshotColumns:
@@ -425,7 +364,7 @@ def _owners(counts: pa.Array) -> pa.Array:
 
 
 def _kept_slice(
-    part: PartitionSnapshot,
+    part: PartitionReadView,
     s: BucketSlice,
     flags: list[bool],
     granularity: str,
@@ -457,7 +396,7 @@ def _kept_slice(
 
 
 def _possible_buckets(
-    snapshot: TableSnapshot,
+    snapshot: TableReadView,
     expr: Expr,
     schema: pa.Schema,
     bucketing: Mapping[str, Any] | None,
@@ -474,7 +413,7 @@ def _possible_buckets(
 
 
 def build_manifest(
-    snapshot: TableSnapshot,
+    snapshot: TableReadView,
     expr: Expr,
     schema: pa.Schema,
     index_uri: str | None = None,
@@ -507,7 +446,7 @@ def build_manifest(
 
     # 1. partitions, on their values alone (data columns unknown)
     parts = snapshot.partitions
-    part_values = _partition_arrays(parts, schema, keys)
+    part_values = partition_arrays(parts, schema, keys)
     part_kept = partitions_might_match(expr, schema, [p.partition.as_dict() for p in parts])
 
     # 1b. buckets, by Hive's bucketing hash of the values the predicate pins
@@ -536,7 +475,7 @@ def build_manifest(
     row_counts = stats.column("row_count").combine_chunks()
     file_partition = pc.take(snap.slice_partition, file_slice)
     file_values = {k: pc.take(v, file_partition) for k, v in part_values.items()}
-    stats = _with_partition_columns(stats, file_values, row_counts)
+    stats = with_partition_columns(stats, file_values, row_counts)
     mask = might_match(expr, stats, schema) if n_files else pa.array([], pa.bool_())
     mask = pc.fill_null(mask, True)  # might_match gives no nulls; unknown would mean kept
     evaluate_seconds = time.perf_counter() - evaluate_started
@@ -634,7 +573,7 @@ def _tagged(version: str, tag: str | None) -> str:
 
 
 def refresh_index(
-    snapshot: TableSnapshot,
+    snapshot: TableReadView,
     fs: AbstractFileSystem,
     index_uri: str,
     *,

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from hive_fixtures import arrange_fixture_table
 
-from airflow_provider_acid.acid.compaction import plan_snapshot
 from airflow_provider_acid.acid.listing import resolve_filesystem
+from airflow_provider_acid.engine.compaction import plan_snapshot
 from airflow_provider_acid.output import CommitError
 from airflow_provider_acid.output.protocol import read_plan
 from airflow_provider_acid.pruning.manifest import (

@@ -23,8 +23,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from mutations import Mutation, fuzz_settings, mutate_file, mutations
 
-from airflow_provider_acid.acid.compaction import compact_table, plan_snapshot
 from airflow_provider_acid.acid.rows import AcidFormatError
+from airflow_provider_acid.engine.compaction import compact_table, plan_snapshot
+from airflow_provider_acid.engine.manifest_compaction import compact_manifest, compact_planned_slice
 from airflow_provider_acid.output import CommitError, commit_snapshot, latest_snapshot
 from airflow_provider_acid.pruning.index import IndexFormatError
 from airflow_provider_acid.pruning.manifest import (
@@ -32,7 +33,6 @@ from airflow_provider_acid.pruning.manifest import (
     compute_manifest,
     write_manifest,
 )
-from airflow_provider_acid.pruning.snapshots import compact_manifest, compact_planned_slice
 
 CLEAR_ERRORS = (CommitError, SliceManifestError, IndexFormatError, AcidFormatError)
 WHERE = "n_nationkey <= 7"

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from airflow_provider_acid.acid.resolution import resolve_read_view
 from airflow_provider_acid.acid.schema import table_schema
-from airflow_provider_acid.acid.snapshot import resolve_snapshot
 from airflow_provider_acid.pruning.manifest import (
     build_manifest,
     compute_manifest,
@@ -168,7 +168,7 @@ def random_table(tmp_path_factory):
         ]
         writer.insert(rows)
     writer.delete(lambda r: r["id"] % 7 == 0)
-    snapshot = resolve_snapshot(writer.root)
+    snapshot = resolve_read_view(writer.root)
     schema = table_schema(snapshot, LOCAL, partition_types={"day": "date"})
     index = str(root / "index")
     refresh_index(snapshot, LOCAL, index)

@@ -20,16 +20,17 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_acid.acid.listing import StoredFile
-from airflow_provider_acid.acid.snapshot import FileRole, TableSnapshot, resolve_files
+from airflow_provider_acid.acid.read_view import FileRole, TableReadView
+from airflow_provider_acid.acid.resolution import resolve_files
 from airflow_provider_acid.pruning import index
 from airflow_provider_acid.pruning.evaluator import might_match
 from airflow_provider_acid.pruning.index import FILES_SCHEMA, RECORD_SCHEMA, FileKey
-from airflow_provider_acid.pruning.manifest import (
-    _partition_arrays,
-    _with_partition_columns,
-    build_manifest,
-    file_key,
-    parse_predicate,
+from airflow_provider_acid.pruning.manifest import build_manifest, file_key, parse_predicate
+from airflow_provider_acid.pruning.partition_stats import (
+    partition_arrays as _partition_arrays,
+)
+from airflow_provider_acid.pruning.partition_stats import (
+    with_partition_columns as _with_partition_columns,
 )
 from airflow_provider_acid.pruning.predicates import bind, referenced_columns
 
@@ -117,7 +118,7 @@ def record(path: str, column: str, kind: str, rng: random.Random) -> dict[str, A
     return rec
 
 
-def write_random_index(uri: str, snapshot: TableSnapshot, rng: random.Random) -> None:
+def write_random_index(uri: str, snapshot: TableReadView, rng: random.Random) -> None:
     """Four segments: one as written before records had ordinals, three with ordinals (in
     order; shuffled; shuffled with some missing). Some files are not indexed, some are
     indexed with another size or version."""
@@ -223,7 +224,7 @@ def reference_read(uri: str, columns: list[str], keys: list[FileKey] | None) -> 
 
 
 def reference_manifest(
-    snapshot: TableSnapshot, expr: Any, uri: str | None, granularity: str
+    snapshot: TableReadView, expr: Any, uri: str | None, granularity: str
 ) -> dict[str, Any]:
     """Steps 1 to 4 as they were first written: Python passes over the files, step 4 a set
     lookup per file; the stats come from :func:`reference_read`."""

@@ -12,8 +12,8 @@ import pyarrow.dataset as ds
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
-from airflow_provider_acid.acid.compaction import CompactionOptions, compact_table
-from airflow_provider_acid.acid.memory_budget import (
+from airflow_provider_acid.engine.compaction import CompactionOptions, compact_table
+from airflow_provider_acid.engine.memory_budget import (
     BUDGET_VARIABLE,
     PEAK_BYTES_PER_KEY,
     DeleteKeyBudgetError,

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import trino.dbapi
 
-from airflow_provider_acid.acid.compaction import compact_table
+from airflow_provider_acid.engine.compaction import compact_table
 from airflow_provider_acid.metastore import MetastoreClient, open_table
 from airflow_provider_acid.output import SnapshotResult
 
