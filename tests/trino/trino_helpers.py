@@ -20,7 +20,7 @@ import pyarrow.dataset as ds
 import trino.dbapi
 
 from airflow_provider_acid.engine.compaction import compact_table
-from airflow_provider_acid.metastore import MetastoreClient, open_table
+from airflow_provider_acid.metastore import MetastoreClient, ReadTransaction, open_table
 from airflow_provider_acid.output import SnapshotResult
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,9 +78,13 @@ class Schema:
         return f"{self.name}.{table}"
 
     def compact_by_name(self, table: str, out: Path, **kw: Any) -> SnapshotResult:
-        """The provider's snapshot of the table, read by name through the metastore."""
-        with MetastoreClient(self.trino.metastore_uri) as client:
-            return compact_table(open_table(client, self.hive_name(table)), str(out), **kw)
+        """The provider's snapshot of the table, read by name through the metastore as the CLI
+        and the operators read it: inside a read transaction of its own (held while reading,
+        so Hive's Cleaner keeps the files), whose id is in the view's transaction list."""
+        uri = self.trino.metastore_uri
+        with ReadTransaction(uri) as txn, MetastoreClient(uri) as client:
+            source = open_table(client, self.hive_name(table), current_txn=txn.txn_id)
+            return compact_table(source, str(out), **kw)
 
     @staticmethod
     def read_output(out: Path) -> pa.Table:
