@@ -98,7 +98,7 @@ def trino_seconds(array: pa.Array) -> pa.Array:
     late = (raw < 0) & (fraction > 0) & (fraction < per_second // 1_000)
     if not late.any():
         return array
-    mask = pc.is_null(array) if array.null_count else None
+    mask = pc.is_null(array).to_numpy(zero_copy_only=False) if array.null_count else None
     return pa.array(raw - late * per_second, pa.int64(), mask=mask).view(array.type)
 
 
