@@ -92,17 +92,37 @@ def _server_root() -> Path:
 
 
 def _extract(tarball: Path, root: Path) -> None:
-    """lib/, bin/ and the used plugins of the tarball into root (hard links resolved)."""
+    """lib/, bin/launcher.properties and the used plugins of the tarball into root.
+
+    The tarball stores a jar that several plugins share once and the others as hard links to
+    it, sometimes to a plugin left out here. tarfile's own extraction of such a link seeks
+    back in the gzip stream for its target (decompressing from the start again: an hour for
+    this tarball), so this reads the stream twice, forwards only: the member list, then the
+    files kept and the link targets they need (those outside the selection into a stash that
+    is removed after), linking each kept hard link to its target at the end."""
     prefix = f"trino-server-{TRINO_VERSION}/"
     keep = ("lib/", "bin/launcher.properties", *(f"plugin/{p}/" for p in PLUGINS))
-    with tarfile.open(tarball) as archive:
-        members = [
-            m for m in archive.getmembers()
-            if m.name.startswith(prefix) and m.name[len(prefix):].startswith(keep)
-        ]  # fmt: skip
-        # a member linked to a file outside the selection gets that file's data (tarfile
-        # extracts the link's target in its place when the target was not extracted)
-        archive.extractall(root, members=members, filter="data")
+
+    def kept(name: str) -> bool:
+        return name.startswith(prefix) and name[len(prefix) :].startswith(keep)
+
+    with tarfile.open(tarball, "r|gz") as archive:
+        links = {m.name: m.linkname for m in archive if m.islnk()}
+    targets = {links[name] for name in links if kept(name)}
+    stash = root / ".link-targets"
+    with tarfile.open(tarball, "r|gz") as archive:
+        for member in archive:
+            if member.isfile() and (kept(member.name) or member.name in targets):
+                where = root if kept(member.name) else stash
+                archive.extract(member, where, filter="data")
+            elif member.isdir() and kept(member.name):
+                archive.extract(member, root, filter="data")
+    for name, target in links.items():
+        if kept(name):
+            source = (root if kept(target) else stash) / target
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            os.link(source, root / name)
+    shutil.rmtree(stash, ignore_errors=True)
 
 
 def fetch() -> tuple[Path, float]:

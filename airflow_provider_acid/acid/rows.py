@@ -23,6 +23,10 @@ is converted with Hive's result, or refused naming the file and the column.
 Rows of writes the write-id list does not show (a partly valid delta range) are marked
 invisible; delete events of such writes are dropped.
 
+``char(n)`` values are padded to *n* characters whoever wrote them (:func:`.hive_types.pad_char`);
+a stripe whose timestamps pyarrow cannot hold in nanoseconds is read exactly over Hive's whole
+range, and Trino-written files with Trino's pre-1970 rule (:mod:`.orc_timestamps`).
+
 Data is read stripe by stripe (ORC) or batch by batch (Parquet, insert-only tables), through
 fsspec file objects (a local ORC file's stripes through pyarrow's own file, which reads without
 the GIL), so memory follows the stripe and batch size, not the file size.
