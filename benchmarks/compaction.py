@@ -65,7 +65,8 @@ TARGET_RSS_PER_WORKER_MIB = 300
 
 
 def run_compaction(table: str, out: str, workers: int, compression: str) -> int:
-    from airflow_provider_acid.engine.compaction import CompactionOptions, compact_table
+    from airflow_provider_acid.engine.compaction import compact_table
+    from airflow_provider_acid.engine.options import CompactionOptions
 
     options = CompactionOptions(
         max_workers=workers, reuse=False, compression=compression, timestamp_unit=TIMESTAMP_UNIT

@@ -21,7 +21,8 @@ from airflow_provider_acid.acid.storage import (
     temporary_path,
     write_whole,
 )
-from airflow_provider_acid.engine.compaction import compact_slice, compact_table, plan_snapshot
+from airflow_provider_acid.engine.compaction import compact_slice, compact_table
+from airflow_provider_acid.engine.plan import plan_snapshot
 from airflow_provider_acid.output import commit_snapshot, expire_snapshots, read_manifest
 from airflow_provider_acid.output.parquet_files import BucketFileWriter
 from airflow_provider_acid.testing.table_writer import AcidTableWriter
