@@ -94,3 +94,18 @@ metastore: install
 
 metastore-stop:
 	@$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) scripts/metastore.py stop $(METASTORE_ARGS)
+
+# A real Trino 476 server, one node on 127.0.0.1 (scripts/trino.py): fetched through Maven into
+# .cache/trino/ on first use (about 800 MB), on Java 25, with the catalogs hive (ACID writes),
+# iceberg, delta_lake and tpch over a metastore of its own (.cache/hive-metastore/trino, metadata
+# transformer off), reused while it runs. The last line `make trino` prints is its URL;
+# TRINO_ARGS passes arguments, e.g. TRINO_ARGS='--xmx 4G'. tests/trino and benchmarks/trino.py
+# use it.
+.PHONY: trino trino-stop
+TRINO_ARGS ?=
+
+trino: install
+	@$(BIN)/python scripts/trino.py start $(TRINO_ARGS)
+
+trino-stop:
+	@$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) scripts/trino.py stop $(TRINO_ARGS)

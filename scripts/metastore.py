@@ -36,7 +36,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -49,6 +48,7 @@ HIVE_VERSION = "4.0.1"
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/: loaded by path too
 from _maven import locked, log, maven, run_package, tail  # noqa: E402
+from _servers import free_port, in_use, terminate  # noqa: E402
 
 POM = REPO / "scripts" / "metastore" / "pom.xml"
 CACHE = REPO / ".cache" / "hive-metastore"
@@ -102,17 +102,6 @@ class Jars:
         return os.pathsep.join([str(conf), str(self.dist / "lib" / "*"), str(self.extra / "*")])
 
 
-def _in_use(folder: Path) -> bool:
-    needle = str(folder).encode()
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if needle in cmdline.read_bytes():
-                return True
-        except OSError:
-            pass
-    return False
-
-
 def fetch() -> tuple[Jars, float]:
     """Runs Maven once per version of the pom; returns the jars and the seconds spent."""
     jars = Jars()
@@ -134,7 +123,7 @@ def fetch() -> tuple[Jars, float]:
         jars.stamp.write_text(f"{POM} sha256 {jars.digest}...\n")
         # Earlier fetches (an older pom) go, unless a running metastore still uses them.
         for old in CACHE.glob("jars-*"):
-            if old != jars.root and not _in_use(old):
+            if old != jars.root and not in_use(old):
                 shutil.rmtree(old, ignore_errors=True)
         return jars, time.monotonic() - t0
 
@@ -402,35 +391,6 @@ def ours(pid: int, home: Path) -> bool:
             return False
         return True  # no /proc: trust the pid
     return MAIN_CLASS.encode() in cmdline and f"-Dmetastore.home.marker={home}".encode() in cmdline
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def terminate(pid: int, timeout: float = 20.0) -> None:
-    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pid, sig)  # started in its own session: its group is its pid
-        except ProcessLookupError:
-            return
-        except PermissionError:
-            os.kill(pid, sig)
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            try:
-                done, _ = os.waitpid(pid, os.WNOHANG)
-                if done:
-                    return
-            except ChildProcessError:
-                pass
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.1)
 
 
 def wait_ready(

@@ -5,8 +5,11 @@ A :class:`HiveType` is parsed from Hive's type strings, which are also ORC's
 
 * ``tinyint``..``bigint``, ``float``, ``double``, ``boolean``, ``binary``, ``date`` as expected;
 * ``decimal(p,s)`` -> ``decimal128(p,s)``;
-* ``string``, ``varchar(n)``, ``char(n)`` -> ``string`` (values as stored: ``char`` padded);
-  the exact Hive type stays in the Arrow field's metadata under ``hive_type``;
+* ``string``, ``varchar(n)``, ``char(n)`` -> ``string``; the exact Hive type stays in the
+  Arrow field's metadata under ``hive_type``. ``char(n)`` values are padded with spaces to *n*
+  characters (:func:`pad_char`), as Hive and Trino return them: Hive's writer stores them
+  padded, Trino's without their trailing spaces (trinodb/trino#29869), and the output must not
+  depend on which engine wrote a file. ``varchar(n)`` is never padded;
 * ``timestamp`` -> ``timestamp[<unit>]`` without a time zone (Hive's wall-clock time),
   ``timestamp with local time zone`` -> ``timestamp[<unit>, tz=UTC]``; the unit is a choice
   of the caller (``us`` is what Spark reads, ``ns`` keeps Hive's full precision);
@@ -152,6 +155,31 @@ def hive_field(name: str, hive_type: HiveType | str, timestamp_unit: str = "us")
     return pa.field(
         name, parsed.to_arrow(timestamp_unit), metadata={HIVE_TYPE_KEY: str(parsed).encode()}
     )
+
+
+def pad_char(array: pa.Array, hive_type: HiveType) -> pa.Array:
+    """``array`` of ``hive_type`` with every ``char(n)`` value in it (nested in structs and
+    arrays too) padded with spaces to *n* characters; anything else unchanged.
+
+    :param array: a column read as ``hive_type``'s Arrow type.
+    :param hive_type: the table's type of the column.
+    """
+    if hive_type.name == "char":
+        return pc.utf8_rpad(array, hive_type.params[0])
+    if hive_type.name == "struct" and _holds_char(hive_type):
+        children = [pad_char(array.field(i), t) for i, (_, t) in enumerate(hive_type.fields)]
+        mask = pc.invert(array.is_valid()) if array.null_count else None
+        return pa.StructArray.from_arrays(children, fields=list(array.type), mask=mask)
+    if hive_type.name == "array" and _holds_char(hive_type):
+        values = pad_char(array.values, hive_type.children[0])
+        mask = pc.invert(array.is_valid()) if array.null_count else None
+        offsets = array.offsets
+        return pa.ListArray.from_arrays(offsets, values, type=array.type, mask=mask)
+    return array
+
+
+def _holds_char(hive_type: HiveType) -> bool:
+    return hive_type.name == "char" or any(_holds_char(c) for c in hive_type.children)
 
 
 def _quote(name: str) -> str:

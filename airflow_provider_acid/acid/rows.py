@@ -23,6 +23,10 @@ is converted with Hive's result, or refused naming the file and the column.
 Rows of writes the write-id list does not show (a partly valid delta range) are marked
 invisible; delete events of such writes are dropped.
 
+``char(n)`` values are padded to *n* characters whoever wrote them (:func:`.hive_types.pad_char`);
+a stripe whose timestamps pyarrow cannot hold in nanoseconds is read exactly over Hive's whole
+range, and Trino-written files with Trino's pre-1970 rule (:mod:`.orc_timestamps`).
+
 Data is read stripe by stripe (ORC) or batch by batch (Parquet, insert-only tables), through
 fsspec file objects (a local ORC file's stripes through pyarrow's own file, which reads without
 the GIL), so memory follows the stripe and batch size, not the file size.
@@ -46,8 +50,9 @@ from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
 from .evolution import EvolutionError, column_sources, convert
-from .hive_types import HiveType, HiveTypeError, hive_field
+from .hive_types import HiveType, HiveTypeError, hive_field, pad_char
 from .names import BaseDir, DeltaDir
+from .orc_timestamps import TRINO_WRITER, read_stripe
 from .read_view import BucketSlice, DataFile, FileRole, TableReadView
 from .writeids import RangeValidity, ValidWriteIdList
 
@@ -249,6 +254,9 @@ class _OpenFile:
     row_hive_types: tuple[HiveType, ...] = ()
     #: For ACID ORC files: the ``bucket`` column's minimum and maximum from the footer.
     bucket_range: tuple[int, int] | None = None
+    #: Where the file was opened from (a stripe with timestamps outside pyarrow's nanosecond
+    #: range opens it again for pyorc, :mod:`.orc_timestamps`).
+    fs: AbstractFileSystem | None = None
 
     @property
     def path(self) -> str:
@@ -267,20 +275,34 @@ class _OpenFile:
             return row
         return self.schema
 
-    def stripes(self, columns: list[str] | None, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    def stripes(
+        self, columns: list[str] | None, batch_rows: int, timestamp_unit: str = "us"
+    ) -> Iterator[pa.RecordBatch]:
         """The file's rows in record batches of at most ``batch_rows`` (one stripe at a time);
-        a damaged stripe or page is an :class:`AcidFormatError` naming the file."""
+        a damaged stripe or page is an :class:`AcidFormatError` naming the file. Timestamps
+        come as ``ns`` or, in a stripe holding some outside that range, ``timestamp_unit``."""
         try:
             if self.parquet is not None:
                 yield from self.parquet.iter_batches(batch_size=batch_rows, columns=columns)
                 return
             assert self.orc is not None
             for index in range(self.orc.nstripes):
-                stripe = self.orc.read_stripe(index, columns=columns)
+                stripe = read_stripe(
+                    self.orc, self._reopen, index, columns, timestamp_unit, self.trino_written
+                )
                 for start in range(0, stripe.num_rows, batch_rows):
                     yield stripe.slice(start, batch_rows)
         except _FORMAT_ERRORS as exc:
             raise AcidFormatError(f"{self.path}: unreadable data ({exc})") from None
+
+    @property
+    def trino_written(self) -> bool:
+        """Whether Trino's ORC writer wrote the file (its footer's writer id)."""
+        return self.orc is not None and self.orc.writer == TRINO_WRITER
+
+    def _reopen(self) -> IO[bytes]:
+        assert self.fs is not None
+        return self.fs.open(self.path, "rb")
 
 
 #: A file's type string parsed once: a table's files share a handful of them.
@@ -334,6 +356,7 @@ def _open(fs: AbstractFileSystem, data_file: DataFile) -> _OpenFile:
                 data_file, handle, FileFormat.ORC, orc.nrows, orc.schema, orc=orc, metadata=metadata
             )
             opened.bucket_range = bucket_range
+            opened.fs = fs
             row = file_type
             if _is_acid_names([n.lower() for n in file_type.field_names]):
                 row = file_type.children[5]
@@ -476,7 +499,7 @@ def _map_columns(
                 f"{path}: column {target.name!r} of type {array.type} cannot be read as "
                 f"{target.type}: {exc}{hint}"
             ) from None
-        out.append(array)
+        out.append(pad_char(array, table_type))
     return out
 
 
@@ -575,6 +598,7 @@ class SliceReader:
         self.insert_only = insert_only
         self.batch_rows = batch_rows
         self.targets = columns.arrow_fields(timestamp_unit)
+        self.timestamp_unit = timestamp_unit
         self.rows_in_files = 0
         self._arange: pa.Array | None = None
 
@@ -615,7 +639,7 @@ class SliceReader:
         column_map = _column_map(opened, self.columns, self.targets)
         check_validity = not _fully_valid(opened.data_file, self.write_ids)
         produced = 0
-        for batch in opened.stripes(None, self.batch_rows):
+        for batch in opened.stripes(None, self.batch_rows, self.timestamp_unit):
             n = batch.num_rows
             produced += n
             operations = pc.min_max(batch.column(op))
@@ -658,7 +682,7 @@ class SliceReader:
         write_value = pa.scalar(write, pa.int64())
         column_map = _column_map(opened, self.columns, self.targets)
         produced = 0
-        for batch in opened.stripes(None, self.batch_rows):
+        for batch in opened.stripes(None, self.batch_rows, self.timestamp_unit):
             n = batch.num_rows
             row_ids = pc.add(self._positions(n), pa.scalar(first_row_id + produced, pa.int64()))
             produced += n

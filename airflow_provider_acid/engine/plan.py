@@ -162,12 +162,21 @@ def _snapshot_id(
     slices: list[PlannedSlice],
     ignored: Sequence[str] = (),
 ) -> str:
+    """The snapshot's id: a hash of what its rows depend on, and nothing that moves without a
+    write. The transaction list is left out: its high mark is the reader's own transaction, so
+    two runs by name with no write between them had two ids (and published twice). What the
+    list decides, which compacted folders are visible, shows in the slices' files; the
+    write-id list and the table's definition (without the metastore's address) stand for the
+    rest."""
     write_ids = None if snapshot.write_ids.is_all_committed else str(snapshot.write_ids)
+    definition = None
+    if snapshot.definition is not None:
+        definition = {k: v for k, v in snapshot.definition.to_dict().items() if k != "metastore"}
     described: list[Any] = [
-        "airflow-acid/snapshot/1",
+        "airflow-acid/snapshot/2",
         snapshot.root,
         write_ids,
-        str(snapshot.txns) if snapshot.txns else None,
+        definition,
         snapshot.insert_only,
         settings,
         [[s.key, s.fingerprint] for s in slices],
