@@ -55,7 +55,7 @@ $(DOCS_STAMP): pyproject.toml $(BASE_STAMP)
 	touch $@
 
 docs: $(DOCS_STAMP)
-	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict
 	@echo "docs: site/index.html ($$(find site -name '*.html' | wc -l) pages)"
 
 clean:
