@@ -83,7 +83,7 @@ def main(label: str) -> int:
     )
     from airflow.models.dagbag import DagBag
 
-    bag = DagBag(str(REPO / "dags"), include_examples=False)
+    bag = DagBag(str(REPO / "dags"))  # no examples: AIRFLOW__CORE__LOAD_EXAMPLES=False
     if bag.import_errors:
         fail(label, f"DAG import errors: {bag.import_errors}")
     if MAIN_DAG not in bag.dags:
