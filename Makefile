@@ -1,23 +1,42 @@
 # Everything a fresh machine needs: `make demo` and `make test` create .venv and install first.
+# `make demo` installs only what the demo needs (the `demo` extra); `make install` (and so
+# `make test`) everything the tests, benchmarks and readers need.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+UV     := $(BIN)/uv pip install --quiet --python $(BIN)/python
+BASE_STAMP := $(VENV)/.base-stamp
 STAMP  := $(VENV)/.installed-stamp
+DEMO_STAMP := $(VENV)/.demo-stamp
+DOCS_STAMP := $(VENV)/.docs-stamp
+ALL_EXTRAS := test,benchmark,s3,demo,delta,openlineage,readers
 DEMO   ?= .demo
 
-.PHONY: install test lint demo clean
+.PHONY: install install-demo test lint demo docs clean
 
-$(STAMP): pyproject.toml
+$(BASE_STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip uv
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[test,benchmark,s3,iceberg,delta,openlineage,readers]'
-	@# Bytecode for the installed libraries, once: where PYTHONDONTWRITEBYTECODE is set, every
-	@# Airflow task or CLI process would otherwise compile them again (an import of airflow.sdk,
-	@# pyiceberg and the operators: 8.0 s without, 4.1 s with, measured here)
-	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
-	touch $(STAMP)
+	touch $@
+
+# Bytecode for the installed libraries, once: where PYTHONDONTWRITEBYTECODE is set, every
+# Airflow task or CLI process would otherwise compile them again (an import of airflow.sdk,
+# pyiceberg and the operators: 8.0 s without, 4.1 s with, measured here)
+COMPILE := $(BIN)/python -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
+
+$(STAMP): pyproject.toml $(BASE_STAMP)
+	$(UV) -e '.[$(ALL_EXTRAS)]'
+	$(COMPILE)
+	touch $(STAMP) $(DEMO_STAMP)
+
+$(DEMO_STAMP): pyproject.toml $(BASE_STAMP)
+	$(UV) -e '.[demo]'
+	$(COMPILE)
+	touch $@
 
 install: $(STAMP)
+
+install-demo: $(DEMO_STAMP)
 
 lint: install
 	$(BIN)/ruff check .
@@ -26,11 +45,21 @@ lint: install
 test: lint chromium strace
 	$(BIN)/pytest
 
-demo: install
+demo: $(DEMO_STAMP)
 	$(BIN)/python scripts/demo.py
 
+# The docs site (mkdocs.yml; pages under docs/, the API reference generated from the
+# docstrings by scripts/docs_pages.py) into site/, every warning an error.
+$(DOCS_STAMP): pyproject.toml $(BASE_STAMP)
+	$(UV) -e '.[docs]'
+	touch $@
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict
+	@echo "docs: site/index.html ($$(find site -name '*.html' | wc -l) pages)"
+
 clean:
-	rm -rf $(VENV) $(DEMO) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(DEMO) site dist .pytest_cache .ruff_cache .hypothesis
 
 # Kill -9 and SIGTERM at random points of a CLI compaction, a mapped compaction task
 # (`airflow tasks test`, temporary AIRFLOW_HOME on SQLite) and a commit, then check the output
@@ -109,3 +138,27 @@ trino: install
 
 trino-stop:
 	@$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) scripts/trino.py stop $(TRINO_ARGS)
+
+# A live local Airflow 3 on 127.0.0.1 with the project's DAGs and a demo table, to click around
+# in (scripts/airflow_local.py): api-server, scheduler, dag-processor, triggerer; prints the URL,
+# user and password, stops on Ctrl-C or `make airflow-stop`. AIRFLOW_PORT picks the port.
+.PHONY: airflow airflow-stop airflow-versions dist
+AIRFLOW_PORT ?=
+
+airflow: install
+	$(BIN)/python scripts/airflow_local.py start $(if $(AIRFLOW_PORT),--port $(AIRFLOW_PORT))
+
+airflow-stop:
+	@$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) scripts/airflow_local.py stop
+
+# The smoke subset (provider loads, DAGs parse, one dag.test() of the main DAG) under the oldest
+# supported Airflow 3 (pyproject's lower bound) and the newest on the index, each in its own
+# venv under .cache/airflow-versions/ made with uv (scripts/airflow_versions.py).
+airflow-versions: $(BASE_STAMP)
+	$(BIN)/python scripts/airflow_versions.py
+
+# sdist and wheel into dist/, checked by twine (tests/test_packaging.py checks the same in CI)
+dist: install
+	rm -rf dist
+	$(BIN)/python -m build --installer uv --outdir dist .
+	$(BIN)/twine check --strict dist/*

@@ -30,7 +30,8 @@ def get_provider_info() -> dict:
             },
         ],
         # Airflow lists modules; the classes each holds are in its docstring and the README:
-        # hooks AcidHook (connection "acid"), AcidMetastoreHook ("hive_metastore").
+        # hooks AcidHook (connection "acid"), AcidMetastoreHook ("acid_metastore"),
+        # AcidHiveMetastoreHook ("hive_metastore", where the apache-hive provider is absent).
         "hooks": [
             {
                 "integration-name": _INTEGRATION,
@@ -124,37 +125,9 @@ def get_provider_info() -> dict:
                     },
                 },
             },
-            {
-                # The apache-hive provider's type, read the same way (that provider not needed;
-                # where both are installed, Airflow keeps the first one it finds).
-                "hook-class-name": "airflow_provider_acid.hooks.metastore.AcidMetastoreHook",
-                "hook-name": "Hive Metastore Thrift",
-                "connection-type": "hive_metastore",
-                "conn-fields": {
-                    "auth_mechanism": {
-                        "label": "Authentication",
-                        "schema": {
-                            "type": ["string", "null"],
-                            "enum": [None, "NOSASL", "PLAIN", "LDAP", "CONFIG"],
-                        },
-                        "description": "NOSASL (plain Thrift, the default) or PLAIN (SASL "
-                        "PLAIN with the login and password; LDAP and CONFIG are PLAIN too)",
-                    },
-                    "timeout": {
-                        "label": "Timeout (seconds)",
-                        "schema": {"type": ["integer", "null"]},
-                    },
-                },
-                "ui-field-behaviour": {
-                    "hidden-fields": ["schema", "extra"],
-                    "relabeling": {
-                        "host": "Metastore host(s), comma-separated",
-                        "login": "User (SASL PLAIN)",
-                        "password": "Password (SASL PLAIN)",
-                    },
-                    "placeholders": {"host": "metastore.example.com", "port": "9083"},
-                },
-            },
+            _metastore_connection("acid_metastore"),
+            # the apache-hive provider's type, registered only where that provider is absent
+            *([] if _apache_hive_installed() else [_metastore_connection("hive_metastore")]),
         ],
         "config": {
             "acid": {
@@ -171,5 +144,56 @@ def get_provider_info() -> dict:
                     },
                 },
             }
+        },
+    }
+
+
+#: The distribution that registers the ``hive_metastore`` connection type.
+_APACHE_HIVE = "apache-airflow-providers-apache-hive"
+
+
+def _apache_hive_installed() -> bool:
+    """Whether the apache-hive provider is installed (it owns ``hive_metastore``)."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        distribution(_APACHE_HIVE)
+    except PackageNotFoundError:
+        return False
+    return True
+
+
+def _metastore_connection(conn_type: str) -> dict:
+    """The metastore connection type ``conn_type``: the same form, read the same way."""
+    hook = "AcidMetastoreHook" if conn_type == "acid_metastore" else "AcidHiveMetastoreHook"
+    return {
+        "hook-class-name": f"airflow_provider_acid.hooks.metastore.{hook}",
+        "hook-name": "Hive Metastore (ACID)"
+        if conn_type == "acid_metastore"
+        else "Hive Metastore Thrift",
+        "connection-type": conn_type,
+        "conn-fields": {
+            "auth_mechanism": {
+                "label": "Authentication",
+                "schema": {
+                    "type": ["string", "null"],
+                    "enum": [None, "NOSASL", "PLAIN", "LDAP", "CONFIG"],
+                },
+                "description": "NOSASL (plain Thrift, the default) or PLAIN (SASL "
+                "PLAIN with the login and password; LDAP and CONFIG are PLAIN too)",
+            },
+            "timeout": {
+                "label": "Timeout (seconds)",
+                "schema": {"type": ["integer", "null"]},
+            },
+        },
+        "ui-field-behaviour": {
+            "hidden-fields": ["schema", "extra"],
+            "relabeling": {
+                "host": "Metastore host(s), comma-separated",
+                "login": "User (SASL PLAIN)",
+                "password": "Password (SASL PLAIN)",
+            },
+            "placeholders": {"host": "metastore.example.com", "port": "9083"},
         },
     }

@@ -1,10 +1,12 @@
-"""AcidMetastoreHook: a Hive Metastore from an Airflow connection of type ``hive_metastore``.
+"""AcidMetastoreHook: a Hive Metastore from an Airflow connection of type ``acid_metastore``.
 
-The connection type is the one the apache-hive provider defines, read the same way without
-needing that provider: host (several, comma-separated, are tried in order), port (9083 by
-default), and the extra ``auth_mechanism``: ``NOSASL`` (the default, plain Thrift) or
-``PLAIN`` (SASL PLAIN with the connection's login and password; ``LDAP`` and ``CONFIG`` are
-the same on the wire). Kerberos (``GSSAPI``) is not supported.
+The provider's own connection type is ``acid_metastore``, so that it registers beside the
+apache-hive provider, whose type is ``hive_metastore``. A connection of either type is read the
+same way (the hook does not look at the type, and that provider is not needed): host (several,
+comma-separated, are tried in order), port (9083 by default), and the extra ``auth_mechanism``:
+``NOSASL`` (the default, plain Thrift) or ``PLAIN`` (SASL PLAIN with the connection's login and
+password; ``LDAP`` and ``CONFIG`` are the same on the wire). Kerberos (``GSSAPI``) is not
+supported.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from ..metastore.connection import DEFAULT_PORT, MetastoreAddress, normalise_aut
 
 
 def address_from_connection(conn: Any, conn_id: str = "") -> MetastoreAddress:
-    """The metastore address a ``hive_metastore`` connection (sync or async lookup) names."""
+    """The metastore address a metastore connection (sync or async lookup) names."""
     extra = conn.extra_dejson or {}
     if not conn.host:
         raise ValueError(f"connection {conn_id or conn.conn_id!r} names no metastore host")
@@ -34,15 +36,15 @@ def address_from_connection(conn: Any, conn_id: str = "") -> MetastoreAddress:
 
 
 class AcidMetastoreHook(BaseHook):
-    """The metastore a ``hive_metastore`` connection names, as a library address or client.
+    """The metastore a connection names, as a library address or client.
 
-    :param metastore_conn_id: the ``hive_metastore`` connection.
+    :param metastore_conn_id: an ``acid_metastore`` (or ``hive_metastore``) connection.
     """
 
     conn_name_attr = "metastore_conn_id"
     default_conn_name = "metastore_default"
-    conn_type = "hive_metastore"
-    hook_name = "Hive Metastore Thrift"
+    conn_type = "acid_metastore"
+    hook_name = "Hive Metastore (ACID)"
 
     def __init__(self, metastore_conn_id: str = default_conn_name, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -76,4 +78,15 @@ class AcidMetastoreHook(BaseHook):
         return True, f"{self.uri}: {len(databases)} database(s)"
 
     def __repr__(self) -> str:
-        return f"AcidMetastoreHook(metastore_conn_id={self.metastore_conn_id!r})"
+        return f"{type(self).__name__}(metastore_conn_id={self.metastore_conn_id!r})"
+
+
+class AcidHiveMetastoreHook(AcidMetastoreHook):
+    """The same hook for ``hive_metastore`` connections, registered only where the apache-hive
+    provider (which owns that type) is not installed.
+
+    :param metastore_conn_id: a ``hive_metastore`` connection.
+    """
+
+    conn_type = "hive_metastore"
+    hook_name = "Hive Metastore Thrift"

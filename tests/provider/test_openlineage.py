@@ -476,10 +476,11 @@ def airflow_cli(home: Path, *args: str) -> Any:
 def test_airflow_providers_get_shows_connections_operators_triggers_and_links(tmp_path):
     (info,) = airflow_cli(tmp_path, "providers", "get", "airflow-provider-acid", "--full")
     connections = {c["connection-type"]: c for c in info["connection-types"]}
-    assert set(connections) == {"acid", "hive_metastore"}
+    # hive_metastore is the apache-hive provider's, installed beside (test_hive_provider.py)
+    assert set(connections) == {"acid", "acid_metastore"}
     assert connections["acid"]["hook-class-name"] == "airflow_provider_acid.hooks.acid.AcidHook"
     assert connections["acid"]["conn-fields"]["secret"]["schema"]["format"] == "password"
-    assert "auth_mechanism" in connections["hive_metastore"]["conn-fields"]
+    assert "auth_mechanism" in connections["acid_metastore"]["conn-fields"]
     modules = {
         kind: [m for entry in info[kind] for m in entry["python-modules"]]
         for kind in ("operators", "sensors", "triggers", "hooks")

@@ -67,23 +67,21 @@ def test_no_connection_means_fsspec_defaults(tmp_path):
     assert hook.storage_options == {} and path == str(tmp_path)
 
 
-def test_a_hive_metastore_connection_works_as_the_apache_hive_provider_defines_it(
-    monkeypatch, metastore_uri
-):
-    """The apache-hive provider's ``hive_metastore`` type, without that provider installed:
-    host(s), port and the extra ``auth_mechanism``; the UI's Test button calls the metastore."""
+def test_the_acid_metastore_connection_works_against_the_real_metastore(monkeypatch, metastore_uri):
+    """The provider's own type, ``acid_metastore``: host(s), port and the extra
+    ``auth_mechanism``, a form in the UI, and the UI's Test button calls the metastore."""
     import pytest
     from airflow.providers_manager import ProvidersManager
 
     from airflow_provider_acid.hooks.metastore import AcidMetastoreHook
 
     manager = ProvidersManager()
-    assert manager.hooks["hive_metastore"].hook_class_name.endswith("AcidMetastoreHook")
-    assert "hive_metastore" in manager.field_behaviours
-    assert "extra__hive_metastore__auth_mechanism" in manager.connection_form_widgets
+    assert manager.hooks["acid_metastore"].hook_class_name.endswith(".AcidMetastoreHook")
+    assert "acid_metastore" in manager.field_behaviours
+    assert "extra__acid_metastore__auth_mechanism" in manager.connection_form_widgets
 
     host, port = metastore_uri.removeprefix("thrift://").rsplit(":", 1)
-    conn = {"conn_type": "hive_metastore", "host": f"nowhere.invalid,{host}", "port": int(port)}
+    conn = {"conn_type": "acid_metastore", "host": f"nowhere.invalid,{host}", "port": int(port)}
     monkeypatch.setenv("AIRFLOW_CONN_METASTORE_DEFAULT", json.dumps(conn))
     hook = AcidMetastoreHook()
     assert hook.uri == f"thrift://nowhere.invalid:{port},{metastore_uri}"  # tried in order
