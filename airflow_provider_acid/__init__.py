@@ -134,10 +134,41 @@ def get_provider_info() -> dict:
                         "label": "Authentication",
                         "schema": {
                             "type": ["string", "null"],
-                            "enum": [None, "NOSASL", "PLAIN", "LDAP", "CONFIG"],
+                            "enum": [None, "NOSASL", "PLAIN", "LDAP", "CONFIG", "GSSAPI"],
                         },
-                        "description": "NOSASL (plain Thrift, the default) or PLAIN (SASL "
-                        "PLAIN with the login and password; LDAP and CONFIG are PLAIN too)",
+                        "description": "NOSASL (plain Thrift, the default), PLAIN (SASL "
+                        "PLAIN with the login and password; LDAP and CONFIG are PLAIN too) or "
+                        "GSSAPI (Kerberos)",
+                    },
+                    "kerberos_service_name": {
+                        "label": "Kerberos service name (GSSAPI)",
+                        "schema": {"type": ["string", "null"]},
+                        "description": "The metastore principal's service part (default hive)",
+                    },
+                    "principal": {
+                        "label": "Metastore principal (GSSAPI)",
+                        "schema": {"type": ["string", "null"]},
+                        "description": "hive/_HOST@REALM: _HOST is each metastore host's name",
+                    },
+                    "kerberos_principal_host": {
+                        "label": "Principal host (GSSAPI)",
+                        "schema": {"type": ["string", "null"]},
+                        "description": "Put for _HOST instead of each host (a load balancer)",
+                    },
+                    "kerberos_principal": {
+                        "label": "Client principal (GSSAPI)",
+                        "schema": {"type": ["string", "null"]},
+                        "description": "user@REALM, logged in from the keytab; empty: the "
+                        "ticket cache (KRB5CCNAME, as airflow kerberos keeps it)",
+                    },
+                    "kerberos_keytab": {
+                        "label": "Client keytab (GSSAPI)",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                    "kerberos_ccache": {
+                        "label": "Ticket cache (GSSAPI)",
+                        "schema": {"type": ["string", "null"]},
+                        "description": "FILE:/path; default KRB5CCNAME",
                     },
                     "timeout": {
                         "label": "Timeout (seconds)",

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from .acid.inspection import format_snapshot, snapshot_to_dict
 from .acid.snapshot import resolve_snapshot
+from .cli_kerberos import add_kerberos_arguments
 from .cli_progress import is_terminal, progress_line
 
 if TYPE_CHECKING:
@@ -62,12 +63,15 @@ def _warn_left_out(args: argparse.Namespace, warnings: Sequence[str]) -> None:
 
 
 def _metastore_address(args: argparse.Namespace) -> Any:
+    from .cli_kerberos import kerberos_settings
+
+    kerberos = kerberos_settings(args)  # also where hdfs:// answers, for any table
     if not args.metastore:
         return None
     from .metastore.connection import MetastoreAddress
 
     return MetastoreAddress.parse(
-        args.metastore, auth=args.metastore_auth, user=args.metastore_user
+        args.metastore, auth=args.metastore_auth, user=args.metastore_user, **kerberos
     )
 
 
@@ -90,11 +94,12 @@ def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--metastore-auth",
-        choices=("NONE", "PLAIN", "NOSASL", "LDAP", "CONFIG"),
-        help="SASL PLAIN (or LDAP/CONFIG, which are PLAIN on the wire) for metastores that ask; "
-        "the password comes from $ACID_METASTORE_PASSWORD",
+        choices=("NONE", "PLAIN", "NOSASL", "LDAP", "CONFIG", "GSSAPI", "KERBEROS"),
+        help="SASL PLAIN (or LDAP/CONFIG, which are PLAIN on the wire) for metastores that ask, "
+        "the password from $ACID_METASTORE_PASSWORD; or GSSAPI (Kerberos)",
     )
     group.add_argument("--metastore-user", metavar="USER", help="user for --metastore-auth PLAIN")
+    add_kerberos_arguments(group)
     parser.add_argument(
         "--valid-write-ids",
         metavar="S",
