@@ -24,7 +24,9 @@ Importing this module makes it fsspec's ``hdfs`` protocol (instead of pyarrow's 
 
 from __future__ import annotations
 
+import getpass
 import json
+import logging
 import os
 import posixpath
 import uuid
@@ -37,7 +39,7 @@ import requests
 from fsspec.implementations.webhdfs import WebHDFS
 from fsspec.utils import infer_storage_options
 
-from ..kerberos.errors import KerberosError, KerberosUnavailableError
+from ..kerberos.errors import KerberosUnavailableError
 from ..kerberos.login import KerberosLogin
 
 NAMENODES_ENV = "ACID_HDFS_NAMENODES"
@@ -92,6 +94,19 @@ def _truthy(value: Any) -> bool:
     return str(value).strip().lower() in ("1", "true", "yes", "on", "kerberos")
 
 
+class _NotFoundIsNoAuthError(logging.Filter):
+    """requests_gssapi logs an ERROR for every 4xx answer (a path that does not exist, a
+    refusal: ordinary answers, raised as errors here) saying mutual authentication is missing
+    from it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not ("Mutual authentication unavailable on" in message and " 4" in message)
+
+
+logging.getLogger("requests_gssapi.gssapi_").addFilter(_NotFoundIsNoAuthError())
+
+
 class _SpnegoAuth(requests.auth.AuthBase):
     """SPNEGO (``requests_gssapi``) with the login's current credentials on each new
     negotiation, so a renewed ticket is the one presented."""
@@ -119,7 +134,8 @@ class HdfsFileSystem(WebHDFS):
     :param kerberos_principal: the client principal (default ``$ACID_KERBEROS_PRINCIPAL``).
     :param kerberos_keytab: its keytab (default ``$ACID_KERBEROS_KEYTAB``).
     :param kerberos_ccache: a ticket cache instead of a keytab (default ``KRB5CCNAME``).
-    :param user: the simple-auth user name (unsecured clusters; default the OS user).
+    :param user: the simple-auth user name (unsecured clusters; default ``$HADOOP_USER_NAME``,
+        else the OS user, as Hadoop's own client).
     """
 
     protocol = "hdfs"
@@ -157,6 +173,8 @@ class HdfsFileSystem(WebHDFS):
             KerberosLogin(principal, keytab, kerberos_ccache) if _truthy(kerberos) else None
         )
         self.namenodes = urls
+        if user is None and self.login is None:  # simple auth: as Hadoop's own client does
+            user = os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
         active = self._active(urls, user)
         parts = urlsplit(active)
         kwargs.pop("kerb_kwargs", None)
@@ -205,31 +223,32 @@ class HdfsFileSystem(WebHDFS):
         namenodes."""
         return f"hdfs://{self.authority}{self._strip_protocol(name)}"
 
+    def _who(self) -> str:
+        return self.login.describe() if self.login else f"user {self.user}"
+
+    def _refused(self, op: str, path: str | None, words: str) -> PermissionError:
+        return PermissionError(
+            13,
+            f"HDFS refused {op} to {self._who()}: {words}; ask for access (an HDFS ACL or a "
+            "Ranger HDFS policy) or use a principal that has it",
+            self.unstrip_protocol(path or "/"),
+        )
+
     def _call(self, op, method="get", path=None, data=None, redirect=True, **kwargs):  # noqa: ANN001, ANN202
         try:
-            answer = super()._call(op, method, path, data, redirect, **kwargs)
+            return super()._call(op, method, path, data, redirect, **kwargs)
         except PermissionError as exc:
-            who = self.login.describe() if self.login else (self.user or "this user")
-            raise PermissionError(
-                13,
-                f"HDFS refused {op} to {who}: {exc}; ask for access (an HDFS ACL or a Ranger "
-                f"HDFS policy) or use a principal that has it",
-                self.unstrip_protocol(path or "/"),
-            ) from None
+            raise self._refused(op, path, str(exc)) from None
         except requests.HTTPError as exc:
             if exc.response is not None and exc.response.status_code == 401:
-                who = self.login.describe() if self.login else (self.user or "this user")
                 raise KerberosUnavailableError(
-                    f"WebHDFS at {self.url} refused the login of {who} (401): check the "
+                    f"WebHDFS at {self.url} refused the login of {self._who()} (401): check the "
                     "principal's ticket and that the namenode's HTTP principal is "
                     f"HTTP/{urlsplit(self.url).hostname}@REALM"
                 ) from None
             raise
         except requests.ConnectionError as exc:
             raise HdfsEndpointError(f"WebHDFS at {self.url} does not answer: {exc}") from None
-        except KerberosError:
-            raise
-        return answer
 
     def mv(self, path1: str, path2: str, **kwargs: Any) -> None:
         """Rename; HDFS refuses (and this raises ``FileExistsError``) an existing target."""
@@ -253,6 +272,12 @@ class HdfsFileSystem(WebHDFS):
         )
         if put.status_code == 403 and "FileAlreadyExists" in put.text:
             raise FileExistsError(17, "HDFS: the file exists", path)
+        if put.status_code == 403:  # the DataNode's refusal (AccessControlException, ...)
+            try:
+                words = put.json()["RemoteException"]["message"]
+            except (ValueError, KeyError, TypeError):
+                words = put.text[:300]
+            raise self._refused("CREATE", path, words)
         put.raise_for_status()
 
     def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:

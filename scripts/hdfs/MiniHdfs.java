@@ -34,6 +34,9 @@ public class MiniHdfs {
     conf.set("dfs.replication", "1");
     conf.set("dfs.namenode.safemode.extension", "0");
     conf.set("dfs.blocksize", "1048576");
+    // The metastore makes table folders as its client (doAs): hive may impersonate anyone.
+    conf.set("hadoop.proxyuser.hive.hosts", "*");
+    conf.set("hadoop.proxyuser.hive.groups", "*");
     conf.set("dfs.namenode.fs-limits.min-block-size", "1024");
     if (secure) {
       String principal = args[3];
