@@ -7,10 +7,10 @@ DEMO   ?= .demo
 
 .PHONY: install test lint demo clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml | krb5-dev
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip uv
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[test,benchmark,s3,iceberg,delta,openlineage,readers]'
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[test,benchmark,s3,iceberg,delta,openlineage,readers,kerberos]'
 	@# Bytecode for the installed libraries, once: where PYTHONDONTWRITEBYTECODE is set, every
 	@# Airflow task or CLI process would otherwise compile them again (an import of airflow.sdk,
 	@# pyiceberg and the operators: 8.0 s without, 4.1 s with, measured here)
@@ -23,7 +23,7 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint chromium strace
+test: lint chromium strace kdc-packages
 	$(BIN)/pytest
 
 demo: install
@@ -94,3 +94,40 @@ metastore: install
 
 metastore-stop:
 	@$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) scripts/metastore.py stop $(METASTORE_ARGS)
+
+# MIT Kerberos from Debian's packages: libkrb5-dev, which the gssapi wheel builds against (the
+# kerberos extra; before make install), and the KDC the kerberos/hdfs tests start
+# (scripts/kdc.py: krb5-kdc, krb5-admin-server for kadmin.local, krb5-user for kinit/klist).
+# Installed when absent, as chromium and strace are.
+.PHONY: krb5-dev kdc-packages kdc kdc-stop hdfs hdfs-stop
+KDC_PACKAGES := krb5-kdc krb5-admin-server krb5-user libkrb5-dev
+
+krb5-dev:
+	@command -v krb5-config >/dev/null || { $(SUDO) apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends \
+	  libkrb5-dev; }
+
+kdc-packages:
+	@{ command -v krb5kdc || test -x /usr/sbin/krb5kdc; } >/dev/null && \
+	  { command -v kadmin.local || test -x /usr/sbin/kadmin.local; } >/dev/null && \
+	  command -v kinit >/dev/null && command -v krb5-config >/dev/null || \
+	  { $(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install \
+	  -y -q --no-install-recommends $(KDC_PACKAGES); }
+
+# A real KDC on 127.0.0.1 (realm ACID.TEST in .cache/kdc/run, scripts/kdc.py); prints what a
+# user exports, KRB5_CONFIG last. Then: make metastore METASTORE_ARGS='--auth kerberos'.
+kdc: kdc-packages
+	@$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) scripts/kdc.py start
+
+kdc-stop:
+	@$(PYTHON) scripts/kdc.py stop
+
+# A real HDFS (MiniDFSCluster, WebHDFS) on 127.0.0.1, scripts/hdfs.py; HDFS_ARGS=--kerberos
+# secures it with the KDC above. The last line is its hdfs:// URI.
+HDFS_ARGS ?=
+
+hdfs:
+	@$(PYTHON) scripts/hdfs.py start $(HDFS_ARGS)
+
+hdfs-stop:
+	@$(PYTHON) scripts/hdfs.py stop $(HDFS_ARGS)
