@@ -108,6 +108,25 @@ def get_provider_info() -> dict:
                         "label": "Secret access key",
                         "schema": {"type": ["string", "null"], "format": "password"},
                     },
+                    "hdfs_namenodes": {
+                        "label": "HDFS namenode HTTP endpoints",
+                        "schema": {"type": ["string", "null"]},
+                        "description": "hdfs:// authority to WebHDFS URLs: "
+                        "nn1:8020=http://nn1:9870;prod=http://nn1:9870,http://nn2:9870 (HA)",
+                    },
+                    "hdfs_kerberos": {
+                        "label": "HDFS with Kerberos (SPNEGO)",
+                        "schema": {"type": ["boolean", "null"]},
+                    },
+                    "kerberos_principal": {
+                        "label": "Kerberos principal (HDFS)",
+                        "schema": {"type": ["string", "null"]},
+                        "description": "user@REALM, logged in from the keytab; empty: KRB5CCNAME",
+                    },
+                    "kerberos_keytab": {
+                        "label": "Kerberos keytab (HDFS)",
+                        "schema": {"type": ["string", "null"]},
+                    },
                     "storage_options": {
                         "label": "Other fsspec storage options (JSON)",
                         "schema": {"type": ["string", "null"]},

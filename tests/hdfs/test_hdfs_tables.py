@@ -6,11 +6,10 @@ unsecured (the plain metastore)."""
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 
-import pyarrow.dataset as ds
 import pytest
+from hdfs_helpers import PRINCIPAL_TEMPLATE, HdfsTable, ids, make_table
 
 from airflow_provider_acid import cli
 from airflow_provider_acid.acid.hdfs import HdfsEndpointError, HdfsFileSystem
@@ -18,53 +17,9 @@ from airflow_provider_acid.acid.listing import resolve_filesystem
 from airflow_provider_acid.kerberos import KerberosLogin
 from airflow_provider_acid.metastore import MetastoreClient
 from airflow_provider_acid.metastore.connection import MetastoreAddress
-from airflow_provider_acid.testing import AcidTableWriter
 from airflow_provider_acid.testing.metastore_tables import (
     drop_database,
-    ensure_database,
-    register_table,
 )
-
-PRINCIPAL_TEMPLATE = "hive/_HOST@ACID.TEST"
-
-
-class HdfsTable:
-    """A registered table on HDFS and the CLI arguments that read it."""
-
-    def __init__(self, registered, uri: str, args: list[str], hdfs) -> None:
-        self.registered, self.uri, self.args, self.hdfs = registered, uri, args, hdfs
-
-    @property
-    def name(self) -> str:
-        return self.registered.name
-
-    def committed_ids(self) -> list[int]:
-        rows = self.registered.writer.expected_rows(str(self.registered.read_view().write_ids))
-        return sorted(r["id"] for r in rows.to_pylist())
-
-
-def _ids(fs, path: str) -> list[int]:
-    table = ds.dataset(path, filesystem=fs, format="parquet").to_table()
-    return sorted(table.column("id").to_pylist())
-
-
-def _make_table(client: MetastoreClient, hdfs, uri: str, args: list[str]):
-    name = f"h_{uuid.uuid4().hex[:8]}"
-    folder = hdfs.folder()
-    ensure_database(client, name, folder)  # the metastore makes the folder on HDFS itself
-    writer = AcidTableWriter(
-        f"{folder}/sales", [("id", "bigint"), ("name", "string")], [("dt", "string")],
-        buckets=2, bucket_by="id", database=name, table_name="sales",
-    )  # fmt: skip
-    registered = register_table(client, writer)
-    days = ("2024-01-01", "2024-01-02")
-    writer.insert([{"id": i, "name": f"n{i}", "dt": days[i % 2]} for i in range(24)])
-    writer.delete(lambda r: r["id"] % 3 == 0)
-    writer.insert([{"id": i, "name": f"n{i}", "dt": days[i % 2]} for i in range(24, 30)])
-    aborted = writer.begin()
-    aborted.insert([{"id": 700, "name": "aborted", "dt": days[0]}])
-    aborted.abort()
-    return name, HdfsTable(registered, uri, args, hdfs)
 
 
 @pytest.fixture
@@ -84,7 +39,7 @@ def kerberos_table(kdc, hdfs_kerberos, kerberos_metastore_uri, monkeypatch):
         "--hdfs-kerberos",
     ]  # fmt: skip
     with MetastoreClient(address) as client:
-        name, table = _make_table(client, hdfs_kerberos, kerberos_metastore_uri, args)
+        name, table = make_table(client, hdfs_kerberos, kerberos_metastore_uri, args)
         yield table
         for t in client.table_names(name):
             client.drop_table(f"{name}.{t}")
@@ -97,7 +52,7 @@ def plain_table(hdfs_plain, metastore_uri, monkeypatch):
     monkeypatch.delenv("ACID_HDFS_KERBEROS", raising=False)
     args = ["--metastore", metastore_uri, "--hdfs-namenodes", hdfs_plain.namenodes]
     with MetastoreClient(metastore_uri) as client:
-        name, table = _make_table(client, hdfs_plain, metastore_uri, args)
+        name, table = make_table(client, hdfs_plain, metastore_uri, args)
         yield table
         for t in client.table_names(name):
             client.drop_table(f"{name}.{t}")
@@ -115,7 +70,7 @@ def _compact_both_ways(table: HdfsTable, tmp_path: Path, capsys) -> None:
         assert cli.main(argv) == 0, capsys.readouterr().err
         summary = json.loads(capsys.readouterr().out)
         fs, path = resolve_filesystem(out)
-        assert _ids(fs, path) == committed
+        assert ids(fs, path) == committed
         assert fs.exists(summary["manifest_path"])
         if out == on_hdfs:
             # nothing left beside the snapshot but what the commit keeps
