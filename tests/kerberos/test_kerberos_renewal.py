@@ -12,6 +12,7 @@ import uuid
 
 import fsspec
 import gssapi
+from hive_metastore.ttypes import TxnState
 
 from airflow_provider_acid.kerberos import KerberosLogin
 from airflow_provider_acid.kerberos.login import logins
@@ -80,7 +81,8 @@ def test_a_heartbeat_and_a_metastore_trigger_survive_a_ticket_renewal(
                     await asyncio.sleep(5)
                     assert not waiting.done(), waiting.result().payload
                     with MetastoreClient(address) as observer:  # a new connection each time
-                        assert txn.txn_id in set(observer.get_open_txns().open_txns)
+                        held = observer.open_transactions()[txn.txn_id]  # show_txns
+                        assert held.state == TxnState.OPEN
                 await asyncio.to_thread(writer.insert, [{"id": 2}])
                 event = await asyncio.wait_for(waiting, timeout=60)
                 return event, txn.heartbeats, txn.heartbeat_error
