@@ -251,7 +251,11 @@ class HdfsFileSystem(WebHDFS):
             raise HdfsEndpointError(f"WebHDFS at {self.url} does not answer: {exc}") from None
 
     def mv(self, path1: str, path2: str, **kwargs: Any) -> None:
-        """Rename; HDFS refuses (and this raises ``FileExistsError``) an existing target."""
+        """Rename; HDFS refuses (and this raises ``FileExistsError``) an existing target.
+
+        :param path1: the file or folder to move.
+        :param path2: its new name.
+        """
         if not self._rename(path1, path2):
             if self.exists(path2):
                 raise FileExistsError(17, "HDFS rename: the target exists", path2)
@@ -282,7 +286,12 @@ class HdfsFileSystem(WebHDFS):
 
     def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
         """Store ``value`` at ``path`` whole: a hidden temporary renamed over it; with
-        ``mode="create"`` only if ``path`` does not exist (``FileExistsError`` otherwise)."""
+        ``mode="create"`` only if ``path`` does not exist (``FileExistsError`` otherwise).
+
+        :param path: where.
+        :param value: the whole content.
+        :param mode: ``"overwrite"`` or ``"create"``.
+        """
         path = self._strip_protocol(path)
         parent, name = posixpath.split(path)
         temporary = posixpath.join(parent, f".{name}.{uuid.uuid4().hex}.tmp")

@@ -46,7 +46,14 @@ def translate(
     ccache: str | None = None,
     service: str | None = None,
 ) -> KerberosError:
-    """The one-line error for a ``gssapi`` failure ``exc`` (MIT's words kept at the end)."""
+    """The one-line error for a ``gssapi`` failure ``exc`` (MIT's words kept at the end).
+
+    :param exc: the ``GSSError`` (or a text standing for one).
+    :param principal: whose login it was.
+    :param keytab: the keytab it logged in from, if any.
+    :param ccache: the ticket cache it read, if any.
+    :param service: the service principal it wanted a ticket for.
+    """
     try:
         words = exc.gen_message()
     except Exception:  # not a GSSError

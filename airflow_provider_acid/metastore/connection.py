@@ -192,7 +192,11 @@ def _transport(address: MetastoreAddress, host: str, port: int) -> TTransport.TT
 
 
 def address_principal(address: MetastoreAddress, host: str) -> str:
-    """The metastore principal a GSSAPI connection to ``host`` authenticates."""
+    """The metastore principal a GSSAPI connection to ``host`` authenticates.
+
+    :param address: the metastore's address and GSSAPI settings.
+    :param host: the host of the endpoint being tried.
+    """
     from .gssapi_sasl import server_principal
 
     return server_principal(
