@@ -147,3 +147,23 @@ def test_whole_writes_and_the_exclusive_create_on_webhdfs(kerberos_table):
         "lock",
         "pointer.json",
     ]
+
+
+def test_an_ha_nameservice_finds_the_namenode_that_answers(kerberos_table, kdc):
+    import socket
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        dead = free.getsockname()[1]
+    live = kerberos_table.hdfs.namenodes.split("=", 1)[1]
+    nameservice = {"prod": [f"http://127.0.0.1:{dead}", live]}  # the first one is down
+    options = {"namenodes": nameservice, "kerberos_principal": kdc.principal,
+               "kerberos_keytab": kdc.keytab}  # fmt: skip
+    fs, path = resolve_filesystem("hdfs://prod/warehouse", storage_options=options)
+    assert fs.url == f"{live}/webhdfs/v1" and fs.unstrip_protocol(path) == "hdfs://prod/warehouse"
+    assert fs.isdir(path)
+    nowhere = {"prod": [f"http://127.0.0.1:{dead}"] * 2}
+    with pytest.raises(HdfsEndpointError, match="hdfs://prod: no active namenode"):
+        resolve_filesystem(
+            "hdfs://prod/warehouse", storage_options={**options, "namenodes": nowhere}
+        )
