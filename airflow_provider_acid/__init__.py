@@ -110,6 +110,25 @@ def get_provider_info() -> dict:
                         "label": "Secret access key",
                         "schema": {"type": ["string", "null"], "format": "password"},
                     },
+                    "hdfs_namenodes": {
+                        "label": "HDFS namenode HTTP endpoints",
+                        "schema": {"type": ["string", "null"]},
+                        "description": "hdfs:// authority to WebHDFS URLs: "
+                        "nn1:8020=http://nn1:9870;prod=http://nn1:9870,http://nn2:9870 (HA)",
+                    },
+                    "hdfs_kerberos": {
+                        "label": "HDFS with Kerberos (SPNEGO)",
+                        "schema": {"type": ["boolean", "null"]},
+                    },
+                    "kerberos_principal": {
+                        "label": "Kerberos principal (HDFS)",
+                        "schema": {"type": ["string", "null"]},
+                        "description": "user@REALM, logged in from the keytab; empty: KRB5CCNAME",
+                    },
+                    "kerberos_keytab": {
+                        "label": "Kerberos keytab (HDFS)",
+                        "schema": {"type": ["string", "null"]},
+                    },
                     "storage_options": {
                         "label": "Other fsspec storage options (JSON)",
                         "schema": {"type": ["string", "null"]},
@@ -177,10 +196,41 @@ def _metastore_connection(conn_type: str) -> dict:
                 "label": "Authentication",
                 "schema": {
                     "type": ["string", "null"],
-                    "enum": [None, "NOSASL", "PLAIN", "LDAP", "CONFIG"],
+                    "enum": [None, "NOSASL", "PLAIN", "LDAP", "CONFIG", "GSSAPI"],
                 },
-                "description": "NOSASL (plain Thrift, the default) or PLAIN (SASL "
-                "PLAIN with the login and password; LDAP and CONFIG are PLAIN too)",
+                "description": "NOSASL (plain Thrift, the default), PLAIN (SASL "
+                "PLAIN with the login and password; LDAP and CONFIG are PLAIN too) or "
+                "GSSAPI (Kerberos)",
+            },
+            "kerberos_service_name": {
+                "label": "Kerberos service name (GSSAPI)",
+                "schema": {"type": ["string", "null"]},
+                "description": "The metastore principal's service part (default hive)",
+            },
+            "principal": {
+                "label": "Metastore principal (GSSAPI)",
+                "schema": {"type": ["string", "null"]},
+                "description": "hive/_HOST@REALM: _HOST is each metastore host's name",
+            },
+            "kerberos_principal_host": {
+                "label": "Principal host (GSSAPI)",
+                "schema": {"type": ["string", "null"]},
+                "description": "Put for _HOST instead of each host (a load balancer)",
+            },
+            "kerberos_principal": {
+                "label": "Client principal (GSSAPI)",
+                "schema": {"type": ["string", "null"]},
+                "description": "user@REALM, logged in from the keytab; empty: the "
+                "ticket cache (KRB5CCNAME, as airflow kerberos keeps it)",
+            },
+            "kerberos_keytab": {
+                "label": "Client keytab (GSSAPI)",
+                "schema": {"type": ["string", "null"]},
+            },
+            "kerberos_ccache": {
+                "label": "Ticket cache (GSSAPI)",
+                "schema": {"type": ["string", "null"]},
+                "description": "FILE:/path; default KRB5CCNAME",
             },
             "timeout": {
                 "label": "Timeout (seconds)",

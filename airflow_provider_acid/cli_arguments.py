@@ -10,6 +10,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .cli_kerberos import add_kerberos_arguments
+
 if TYPE_CHECKING:
     from .acid.source import TableSource
 
@@ -63,16 +65,20 @@ def warn_left_out(args: argparse.Namespace, warnings: Sequence[str]) -> None:
 
 
 def metastore_address(args: argparse.Namespace) -> Any:
-    """The ``--metastore`` argument as an address (None without one).
+    """The ``--metastore`` argument as an address (None without one); the Kerberos and HDFS
+    arguments go to the address and to the ``hdfs://`` filesystem's environment.
 
     :param args: the parsed arguments.
     """
+    from .cli_kerberos import kerberos_settings
+
+    kerberos = kerberos_settings(args)  # also where hdfs:// answers, for any table
     if not args.metastore:
         return None
     from .metastore.connection import MetastoreAddress
 
     return MetastoreAddress.parse(
-        args.metastore, auth=args.metastore_auth, user=args.metastore_user
+        args.metastore, auth=args.metastore_auth, user=args.metastore_user, **kerberos
     )
 
 
@@ -98,11 +104,12 @@ def add_table_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--metastore-auth",
-        choices=("NONE", "PLAIN", "NOSASL", "LDAP", "CONFIG"),
-        help="SASL PLAIN (or LDAP/CONFIG, which are PLAIN on the wire) for metastores that ask; "
-        "the password comes from $ACID_METASTORE_PASSWORD",
+        choices=("NONE", "PLAIN", "NOSASL", "LDAP", "CONFIG", "GSSAPI", "KERBEROS"),
+        help="SASL PLAIN (or LDAP/CONFIG, which are PLAIN on the wire) for metastores that ask, "
+        "the password from $ACID_METASTORE_PASSWORD; or GSSAPI (Kerberos)",
     )
     group.add_argument("--metastore-user", metavar="USER", help="user for --metastore-auth PLAIN")
+    add_kerberos_arguments(group)
     parser.add_argument(
         "--valid-write-ids",
         metavar="S",

@@ -3,6 +3,7 @@
 
     python scripts/metastore.py start [--port N] [--home DIR] [--no-transformer]
                                       [--auth none|config --user U --password P]
+                                      [--auth kerberos [--principal P --keytab FILE]]
     python scripts/metastore.py status [--home DIR] [--user U --password P]
     python scripts/metastore.py stop [--home DIR]
 
@@ -20,6 +21,12 @@ home (metastore.log, schematool.log; the fetch's in .cache/hive-metastore/fetch.
 
 `--auth config` makes the metastore check a SASL PLAIN user name and password on its binary Thrift
 transport (Hive's metastore.authentication=CONFIG); give such an instance its own --home.
+
+`--auth kerberos` turns SASL on with Kerberos (GSSAPI): hadoop.security.authentication=kerberos,
+metastore.sasl.enabled, the metastore's own --principal and --keytab (by default the realm's
+that scripts/kdc.py made: hive/127.0.0.1@ACID.TEST and .cache/kdc/run/hive.keytab, with that
+realm's krb5.conf, or $KRB5_CONFIG, given to Java). Its home defaults to
+.cache/hive-metastore/kerberos; it prints the client's exports before the URI.
 
 `--no-transformer` turns off Hive 4's default metadata transformer, which refuses a transactional
 table from a client that states no processor capabilities (the old create_table call) with
@@ -55,8 +62,11 @@ CACHE = REPO / ".cache" / "hive-metastore"
 M2 = CACHE / "m2"
 FETCH_LOG = CACHE / "fetch.log"
 DEFAULT_HOME = CACHE / "run"
+KERBEROS_HOME = CACHE / "kerberos"
+KDC_HOME = REPO / ".cache" / "kdc" / "run"  # scripts/kdc.py's default realm
 STATE = "state.json"
 HOST = "127.0.0.1"
+KERBEROS_PROBE = "\0gssapi"  # the probe's "user" for a Kerberos metastore
 MAIN_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
 SCHEMA_TOOL = "org.apache.hadoop.hive.metastore.tools.schematool.MetastoreSchemaTool"
 XMX = os.environ.get("METASTORE_XMX", "512m")
@@ -143,7 +153,14 @@ def java_bin() -> str:
 
 
 def site_xml(
-    home: Path, port: int, auth: str, user: str | None, password: str | None, transformer: bool
+    home: Path,
+    port: int,
+    auth: str,
+    user: str | None,
+    password: str | None,
+    transformer: bool,
+    principal: str | None = None,
+    keytab: str | None = None,
 ) -> str:
     db = home / "metastore_db"
     props = {
@@ -197,6 +214,20 @@ def site_xml(
                 "metastore.thrift.framed.transport.enabled": "false",
             }
         )
+    elif auth == "kerberos":
+        props.update(
+            {
+                "metastore.sasl.enabled": "true",
+                "metastore.kerberos.principal": principal or "",
+                "metastore.kerberos.keytab.file": keytab or "",
+                "hadoop.security.authentication": "kerberos",
+                "metastore.thrift.framed.transport.enabled": "false",
+                # the HDFS its tables may live on (scripts/hdfs.py --kerberos, same realm)
+                "dfs.namenode.kerberos.principal": os.environ.get(
+                    "ACID_HDFS_PRINCIPAL", "hdfs/127.0.0.1@ACID.TEST"
+                ),
+            }
+        )
     else:
         props["metastore.authentication"] = "NOSASL"
     if not transformer:
@@ -231,17 +262,28 @@ logger.hadoop.level = ERROR
 def write_conf(home: Path, port: int, args: argparse.Namespace) -> Path:
     conf = home / "conf"
     conf.mkdir(parents=True, exist_ok=True)
-    xml = site_xml(home, port, args.auth, args.user, args.password, not args.no_transformer)
+    xml = site_xml(
+        home, port, args.auth, args.user, args.password, not args.no_transformer,
+        args.principal, args.keytab,
+    )  # fmt: skip
     (conf / "metastore-site.xml").write_text(xml)
+    # Hadoop's UserGroupInformation reads core-site.xml, not the metastore's file.
+    security = "kerberos" if args.auth == "kerberos" else "simple"
+    (conf / "core-site.xml").write_text(
+        '<?xml version="1.0"?>\n<configuration>\n  <property><name>hadoop.security.'
+        f"authentication</name><value>{security}</value></property>\n</configuration>\n"
+    )
     (conf / "metastore-log4j2.properties").write_text(LOG4J2)
     os.chmod(conf / "metastore-site.xml", 0o600)
     return conf
 
 
 def java_cmd(jars: Jars, conf: Path, home: Path, main: str, *args: str) -> list[str]:
+    krb5 = os.environ.get("ACID_METASTORE_KRB5_CONF")
     return [
         java_bin(),
         *JVM_FLAGS,
+        *([f"-Djava.security.krb5.conf={krb5}"] if krb5 else []),
         f"-Dlog4j.configurationFile={conf / 'metastore-log4j2.properties'}",
         f"-Dderby.stream.error.file={home / 'derby.log'}",
         f"-Dmetastore.home.marker={home}",
@@ -340,10 +382,25 @@ def _read_raw_reply(sock: socket.socket) -> bytes:
     return data + _recv_exact(sock, 1)
 
 
+def probe_gssapi(port: int, timeout: float = 5.0) -> str:
+    """A SASL GSSAPI start with an empty token: a Kerberos metastore answers it with a SASL
+    status (BAD or ERROR, the token being empty) and its words. Raises when it does not."""
+    with socket.create_connection((HOST, port), timeout=timeout) as sock:
+        mech = b"GSSAPI"
+        sock.sendall(b"\x01" + struct.pack(">i", len(mech)) + mech + b"\x02" + struct.pack(">i", 0))
+        status = _recv_exact(sock, 1)[0]
+        payload = _recv_exact(sock, struct.unpack(">i", _recv_exact(sock, 4))[0])
+        if status not in (2, 3, 4):
+            raise RuntimeError(f"unexpected SASL status {status}")
+        return payload.decode(errors="replace")
+
+
 def probe(
     port: int, user: str | None = None, password: str | None = None, timeout: float = 5.0
 ) -> list[str]:
     """get_all_databases on 127.0.0.1:port; SASL PLAIN when a user is given. Raises on failure."""
+    if user == KERBEROS_PROBE:
+        return [f"(SASL GSSAPI answers: {probe_gssapi(port, timeout)[:60]})"]
     with socket.create_connection((HOST, port), timeout=timeout) as sock:
         if user is None:
             sock.sendall(_thrift_get_all_databases())
@@ -424,12 +481,40 @@ def profile(args: argparse.Namespace) -> dict:
         "auth": args.auth,
         "user": args.user if args.auth == "config" else None,
         "transformer": not args.no_transformer,
+        **({"principal": args.principal} if args.auth == "kerberos" else {}),
     }
 
 
+def kerberos_defaults(args: argparse.Namespace) -> None:
+    """The principal, keytab and krb5.conf of scripts/kdc.py's realm unless given."""
+    if args.auth != "kerberos":
+        return
+    args.principal = args.principal or "hive/127.0.0.1@ACID.TEST"
+    args.keytab = str(Path(args.keytab or KDC_HOME / "hive.keytab").resolve())
+    krb5 = os.environ.get("KRB5_CONFIG") or str(KDC_HOME / "krb5.conf")
+    if not Path(args.keytab).is_file() or not Path(krb5).is_file():
+        fail(
+            f"--auth kerberos: keytab {args.keytab} or krb5.conf {krb5} is missing; start the "
+            "KDC first (make kdc, or python scripts/kdc.py start)"
+        )
+    os.environ["ACID_METASTORE_KRB5_CONF"] = krb5
+    os.environ["KRB5_CONFIG"] = krb5
+    args.home = kerberos_home(args)
+
+
+def kerberos_exports(args: argparse.Namespace) -> None:
+    if args.auth == "kerberos":
+        print(f"export KRB5_CONFIG={os.environ['KRB5_CONFIG']}")
+        print(f"# metastore principal {args.principal} (keytab {args.keytab}); a client uses "
+              "--metastore-auth GSSAPI --kerberos-principal P --kerberos-keytab FILE")  # fmt: skip
+
+
 def cmd_start(args: argparse.Namespace) -> int:
+    kerberos_defaults(args)
     home: Path = args.home
     user = args.user if args.auth == "config" else None
+    if args.auth == "kerberos":
+        user = KERBEROS_PROBE
     password = args.password if args.auth == "config" else None
     if args.auth == "config" and not (args.user and args.password is not None):
         fail("--auth config needs --user and --password")
@@ -465,6 +550,7 @@ def cmd_start(args: argparse.Namespace) -> int:
                     f"metastore already running (pid {state['pid']}), reused in "
                     f"{time.monotonic() - t0:.1f}s"
                 )
+                kerberos_exports(args)
                 print(state["uri"], flush=True)
                 return 0
         (home / STATE).unlink(missing_ok=True)
@@ -524,12 +610,19 @@ def cmd_start(args: argparse.Namespace) -> int:
             f"server {time.monotonic() - t_launch:.1f}s; pid {proc.pid}, databases {dbs}, "
             f"log {logfile})"
         )
+        kerberos_exports(args)
         print(uri, flush=True)
         return 0
 
 
+def kerberos_home(args: argparse.Namespace) -> Path:
+    if args.auth == "kerberos" and args.home == DEFAULT_HOME:
+        return KERBEROS_HOME
+    return args.home
+
+
 def cmd_stop(args: argparse.Namespace) -> int:
-    home: Path = args.home
+    home: Path = kerberos_home(args)
     state = read_state(home)
     if not state:
         print(f"no metastore recorded in {home}")
@@ -545,7 +638,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    home: Path = args.home
+    home: Path = kerberos_home(args)
     state = read_state(home)
     if not state:
         print(f"no metastore recorded in {home}")
@@ -554,6 +647,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"recorded pid {state['pid']} is not running ({home / STATE} is stale)")
         return 3
     user = args.user if state.get("auth") == "config" else None
+    if state.get("auth") == "kerberos":
+        user = KERBEROS_PROBE
     try:
         if user is None and state.get("auth") == "config":
             socket.create_connection((HOST, state["port"]), timeout=5).close()
@@ -578,7 +673,9 @@ def main(argv: list[str] | None = None) -> int:
         help=f"state, config, Derby db, warehouse, logs (default {DEFAULT_HOME})",
     )
     parser.add_argument("--port", type=int, default=0, help="port (default: a free one)")
-    parser.add_argument("--auth", choices=["none", "config"], default="none")
+    parser.add_argument("--auth", choices=["none", "config", "kerberos"], default="none")
+    parser.add_argument("--principal", help="--auth kerberos: the metastore's own principal")
+    parser.add_argument("--keytab", help="--auth kerberos: the keytab of --principal")
     parser.add_argument(
         "--no-transformer",
         action="store_true",

@@ -20,6 +20,14 @@ os.environ.setdefault(
 
 from hive_fixtures import arrange_fixture_table  # noqa: E402
 
+# A real KDC, the Kerberos metastore and HDFS, for the kerberos and hdfs tests.
+from kerberos_fixtures import (  # noqa: E402, F401
+    hdfs_kerberos,
+    hdfs_plain,
+    kdc,
+    kerberos_metastore_uri,
+)
+
 # A real Hive Metastore for every folder: metastore_uri, metastore, metastore_db.
 from metastore_fixtures import (  # noqa: E402, F401
     metastore,

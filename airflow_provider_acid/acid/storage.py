@@ -22,7 +22,9 @@ as ``.<name>.<hex>.new``, locked, then renamed to its ``.tmp`` name, so that no 
 unlocked under that name; an unlocked ``.new`` is removed once older than a minute.
 
 :func:`create_exclusive` creates a file only if it does not exist yet (the commit lock): an
-``O_EXCL`` hard link locally, ``If-None-Match: *`` on S3 (s3fs ``mode="create"``).
+``O_EXCL`` hard link locally, ``If-None-Match: *`` on S3 (s3fs ``mode="create"``), on HDFS a
+complete temporary renamed to the name (HDFS renames refuse an existing target; see
+:mod:`.hdfs`, whose ``pipe_file`` also makes :func:`write_whole` all-or-nothing there).
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ from typing import BinaryIO
 
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
+
+from . import hdfs as _hdfs  # noqa: F401 - makes hdfs:// fsspec's WebHDFS-backed protocol
 
 #: ``.<name>.<uuid hex>.tmp``: a file being written, renamed to ``<name>`` when complete
 #: (``.new`` for the instant between its creation and its writer's lock, see open_temporary).

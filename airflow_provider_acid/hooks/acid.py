@@ -8,6 +8,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 from fsspec import AbstractFileSystem
 
+from ..acid.hdfs import parse_namenodes
 from ..acid.listing import resolve_filesystem
 
 #: Connection extras that carry secrets; never logged, never returned in XCom or manifests.
@@ -73,6 +74,9 @@ def storage_options_from_extra(extra: dict[str, Any]) -> dict[str, Any]:
 
     ``endpoint_url``, ``key``, ``secret``, ``token`` and ``region_name`` map to s3fs options;
     the retry settings (:func:`retry_config_from_extra`) to its ``config_kwargs``;
+    ``hdfs_namenodes`` (``AUTHORITY=http://NN:9870[,URL][;...]`` or JSON), ``hdfs_kerberos``
+    and ``kerberos_principal``/``kerberos_keytab``/``kerberos_ccache`` to the ``hdfs://``
+    filesystem's (WebHDFS, SPNEGO);
     ``storage_options`` (a JSON object) is merged last for anything else fsspec accepts.
     """
     options: dict[str, Any] = {}
@@ -88,6 +92,14 @@ def storage_options_from_extra(extra: dict[str, Any]) -> dict[str, Any]:
         options["client_kwargs"] = client_kwargs
     if config := retry_config_from_extra(extra):
         options["config_kwargs"] = config
+    # hdfs:// locations (acid/hdfs.py): where each authority's namenodes answer WebHDFS, SPNEGO
+    if (namenodes := _extra_value(extra, "hdfs_namenodes")) is not None:
+        options["namenodes"] = parse_namenodes(namenodes)
+    if (spnego := _extra_value(extra, "hdfs_kerberos")) is not None:
+        options["kerberos"] = str(spnego).strip().lower() in ("1", "true", "yes", "on")
+    for name in ("kerberos_principal", "kerberos_keytab", "kerberos_ccache"):
+        if (value := _extra_value(extra, name)) is not None:
+            options[name] = value
     raw = _extra_value(extra, "storage_options")
     if raw is not None:
         try:

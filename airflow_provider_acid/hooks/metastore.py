@@ -4,9 +4,13 @@ The provider's own connection type is ``acid_metastore``, so that it registers b
 apache-hive provider, whose type is ``hive_metastore``. A connection of either type is read the
 same way (the hook does not look at the type, and that provider is not needed): host (several,
 comma-separated, are tried in order), port (9083 by default), and the extra ``auth_mechanism``:
-``NOSASL`` (the default, plain Thrift) or ``PLAIN`` (SASL PLAIN with the connection's login and
-password; ``LDAP`` and ``CONFIG`` are the same on the wire). Kerberos (``GSSAPI``) is not
-supported.
+``NOSASL`` (the default, plain Thrift), ``PLAIN`` (SASL PLAIN with the connection's login and
+password; ``LDAP`` and ``CONFIG`` are the same on the wire) or ``GSSAPI`` (Kerberos). For
+``GSSAPI`` the extras are ``kerberos_service_name`` (default ``hive``), ``principal`` (the
+metastore's, ``hive/_HOST@REALM``; ``_HOST`` is each host's name), ``kerberos_principal_host``
+(put for ``_HOST`` instead, behind a load balancer), and the client's ``kerberos_principal``
+with ``kerberos_keytab`` (the provider logs in itself and renews the login) or
+``kerberos_ccache`` (default ``KRB5CCNAME``, as ``airflow kerberos`` keeps it).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
+from ..kerberos.login import KerberosLogin
 from ..metastore.client import MetastoreClient
 from ..metastore.connection import DEFAULT_PORT, MetastoreAddress, normalise_auth
 
@@ -26,12 +31,30 @@ def address_from_connection(conn: Any, conn_id: str = "") -> MetastoreAddress:
         raise ValueError(f"connection {conn_id or conn.conn_id!r} names no metastore host")
     port = int(conn.port or DEFAULT_PORT)
     hosts = [h.strip() for h in str(conn.host).split(",") if h.strip()]
+    auth = normalise_auth(extra.get("auth_mechanism") or "NOSASL")
     return MetastoreAddress.parse(
         ",".join(f"thrift://{h}" if ":" in h else f"thrift://{h}:{port}" for h in hosts),
-        auth=normalise_auth(extra.get("auth_mechanism") or "NOSASL"),
-        user=conn.login or None,
+        auth=auth,
+        user=(conn.login or None) if auth == "PLAIN" else None,
         password=conn.password or None,
         timeout=float(extra.get("timeout") or 60),
+        kerberos=kerberos_login_from_extra(extra) if auth == "GSSAPI" else None,
+        server_principal=extra.get("principal") or None,
+        kerberos_service_name=extra.get("kerberos_service_name") or None,
+        kerberos_principal_host=extra.get("kerberos_principal_host") or None,
+    )
+
+
+def kerberos_login_from_extra(extra: dict[str, Any]) -> KerberosLogin:
+    """The client's Kerberos login a connection's extras name (``kerberos_principal`` and
+    ``kerberos_keytab``, or ``kerberos_ccache``; none: the ticket cache ``KRB5CCNAME``).
+
+    :param extra: the connection's extra fields.
+    """
+    return KerberosLogin(
+        principal=extra.get("kerberos_principal") or None,
+        keytab=extra.get("kerberos_keytab") or None,
+        ccache=extra.get("kerberos_ccache") or None,
     )
 
 

@@ -5,7 +5,10 @@ order, as Hive's ``hive.metastore.uris``). Authentication is either none (plain 
 metastore's ``NOSASL``/``NONE``) or SASL ``PLAIN`` with a user and a password, for metastores
 that ask for one (Hive 4's ``metastore.authentication=CONFIG`` or ``LDAP``):
 ``thrift://USER@HOST:PORT?auth=PLAIN``, with the password given separately (never in a URI
-that is logged or stored).
+that is logged or stored); or SASL ``GSSAPI`` (Kerberos) for metastores with
+``metastore.sasl.enabled``: the server principal ``SERVICE/_HOST@REALM`` with ``_HOST`` replaced
+per endpoint tried (:mod:`.gssapi_sasl`), the client's tickets from a principal and keytab or a
+ticket cache (:class:`~airflow_provider_acid.kerberos.KerberosLogin`).
 """
 
 from __future__ import annotations
@@ -19,27 +22,30 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from thrift.protocol import TBinaryProtocol
 from thrift.transport import TSocket, TTransport
 
+from ..kerberos.errors import KerberosCredentialsError, KerberosError
+from ..kerberos.login import KerberosLogin
 from .errors import MetastoreAuthenticationError, MetastoreConnectionError
 
-AUTH_MECHANISMS = ("NONE", "PLAIN")
+AUTH_MECHANISMS = ("NONE", "PLAIN", "GSSAPI")
 _AUTH_ALIASES = {
     "NOSASL": "NONE",
     "NONE": "NONE",
     "PLAIN": "PLAIN",
     "LDAP": "PLAIN",
     "CONFIG": "PLAIN",
+    "GSSAPI": "GSSAPI",
+    "KERBEROS": "GSSAPI",
 }
 PASSWORD_ENV = "ACID_METASTORE_PASSWORD"
 DEFAULT_PORT = 9083
 
 
 def normalise_auth(value: str | None) -> str:
-    """``NONE`` or ``PLAIN`` from the names Hive and the apache-hive provider use."""
+    """``NONE``, ``PLAIN`` or ``GSSAPI`` from the names Hive and the apache-hive provider use."""
     key = (value or "NONE").strip().upper()
     if key not in _AUTH_ALIASES:
         raise ValueError(
-            f"metastore auth {value!r} is not supported: use one of {sorted(_AUTH_ALIASES)} "
-            "(Kerberos/GSSAPI is not supported)"
+            f"metastore auth {value!r} is not supported: use one of {sorted(_AUTH_ALIASES)}"
         )
     return _AUTH_ALIASES[key]
 
@@ -53,6 +59,12 @@ class MetastoreAddress:
     user: str | None = None
     password: str | None = field(default=None, repr=False, compare=False)
     timeout: float = 60.0
+    #: GSSAPI: whose tickets, the server principal (``hive/_HOST@REALM``), its service name
+    #: when no principal is given, and a host that replaces ``_HOST`` for every endpoint
+    kerberos: KerberosLogin | None = None
+    server_principal: str | None = None
+    kerberos_service_name: str = "hive"
+    kerberos_principal_host: str | None = None
 
     @classmethod
     def parse(
@@ -63,10 +75,24 @@ class MetastoreAddress:
         user: str | None = None,
         password: str | None = None,
         timeout: float | None = None,
+        kerberos: KerberosLogin | None = None,
+        server_principal: str | None = None,
+        kerberos_service_name: str | None = None,
+        kerberos_principal_host: str | None = None,
     ) -> MetastoreAddress:
-        """From ``thrift://[USER@]HOST:PORT[,thrift://...][?auth=PLAIN]``.
+        """From ``thrift://[USER@]HOST:PORT[,thrift://...][?auth=PLAIN|GSSAPI]``.
 
-        The password comes from ``password``, else from ``$ACID_METASTORE_PASSWORD``.
+        :param uri: the endpoints (or an address, returned as it is).
+        :param auth: ``NONE``, ``PLAIN`` or ``GSSAPI`` (or the aliases Hive uses).
+        :param user: the SASL PLAIN user.
+        :param password: the SASL PLAIN password, else ``$ACID_METASTORE_PASSWORD``.
+        :param timeout: seconds a call may take.
+        :param kerberos: GSSAPI: whose tickets (default: the ticket cache, ``KRB5CCNAME``).
+        :param server_principal: GSSAPI: the metastore's principal, ``hive/_HOST@REALM``.
+        :param kerberos_service_name: GSSAPI: the service part when no principal is given
+            (default ``hive``).
+        :param kerberos_principal_host: GSSAPI: the host put for ``_HOST`` (behind a load
+            balancer), instead of each endpoint's own.
         """
         if isinstance(uri, MetastoreAddress):
             return uri
@@ -97,12 +123,18 @@ class MetastoreAddress:
             password = password if password is not None else os.environ.get(PASSWORD_ENV)
             if not user:
                 raise ValueError("metastore auth PLAIN needs a user (thrift://USER@HOST:PORT)")
+        if mechanism == "GSSAPI" and kerberos is None:
+            kerberos = KerberosLogin()
         return cls(
             tuple(endpoints),
             mechanism,
             user,
             password,
             float(timeout if timeout is not None else (query.get("timeout") or [60])[0]),
+            kerberos if mechanism == "GSSAPI" else None,
+            server_principal or (query.get("principal") or [None])[0],
+            kerberos_service_name or "hive",
+            kerberos_principal_host,
         )
 
     @property
@@ -146,7 +178,33 @@ def _transport(address: MetastoreAddress, host: str, port: int) -> TTransport.TT
         return thrift_sasl.TSaslClientTransport(
             lambda: _PlainSaslClient(user, password), "PLAIN", sock
         )
+    if address.auth == "GSSAPI":
+        import thrift_sasl
+
+        from .gssapi_sasl import GssapiSaslClient
+
+        login = address.kerberos or KerberosLogin()
+        target = address_principal(address, host)
+        return thrift_sasl.TSaslClientTransport(
+            lambda: GssapiSaslClient(login, target), "GSSAPI", sock
+        )
     return TTransport.TBufferedTransport(sock)
+
+
+def address_principal(address: MetastoreAddress, host: str) -> str:
+    """The metastore principal a GSSAPI connection to ``host`` authenticates.
+
+    :param address: the metastore's address and GSSAPI settings.
+    :param host: the host of the endpoint being tried.
+    """
+    from .gssapi_sasl import server_principal
+
+    return server_principal(
+        host,
+        principal=address.server_principal,
+        service_name=address.kerberos_service_name,
+        principal_host=address.kerberos_principal_host,
+    )
 
 
 def open_client(
@@ -155,10 +213,19 @@ def open_client(
     """Connect to the first endpoint that answers; the Thrift client, its transport, and
     the endpoint. Raises :class:`MetastoreConnectionError` naming every endpoint tried."""
     problems = []
+    last_kerberos: KerberosError | None = None
     for host, port in address.endpoints:
         transport = _transport(address, host, port)
         try:
             transport.open()
+        except KerberosCredentialsError:
+            transport.close()
+            raise  # the same for every endpoint: not worth another
+        except KerberosError as exc:
+            transport.close()
+            problems.append(f"{host}:{port} ({exc})")
+            last_kerberos = exc
+            continue
         except TTransport.TTransportException as exc:
             text = str(exc) or type(exc).__name__
             # thrift_sasl: "Bad status: 3 (b'Error validating the login')" (3 is BAD)
@@ -167,6 +234,13 @@ def open_client(
                     f"Hive Metastore at {host}:{port} refused the SASL PLAIN login of user "
                     f"{address.user!r}: {text}"
                 ) from None
+            if address.auth == "GSSAPI" and "Bad status" in text:
+                who = (address.kerberos or KerberosLogin()).describe()
+                raise MetastoreAuthenticationError(
+                    f"Hive Metastore at {host}:{port} refused the Kerberos login of {who} as "
+                    f"{address_principal(address, host)}: check the server principal "
+                    f"(kerberos_service_name, the principal's host) and the realm: {text}"
+                ) from None
             problems.append(f"{host}:{port} ({text})")
             continue
         except (TimeoutError, OSError) as exc:
@@ -174,6 +248,8 @@ def open_client(
             continue
         protocol = TBinaryProtocol.TBinaryProtocol(transport)
         return client_class(protocol), transport, (host, port)
+    if last_kerberos is not None and len(problems) == 1:
+        raise last_kerberos  # its own line says what to do
     raise MetastoreConnectionError("cannot connect to the Hive Metastore at " + ", ".join(problems))
 
 
@@ -182,6 +258,7 @@ __all__ = [
     "DEFAULT_PORT",
     "PASSWORD_ENV",
     "MetastoreAddress",
+    "address_principal",
     "normalise_auth",
     "open_client",
 ]

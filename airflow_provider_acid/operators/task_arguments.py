@@ -100,16 +100,17 @@ def open_task_source(
     """
     from ..engine.sources import open_source
 
-    source = open_source(
-        hook.resolve_uri(table_uri) if table_uri else None,
-        table=table,
-        metastore=metastore,
-        where=where,
-        write_ids=none_if_blank(write_ids),
-        txns=none_if_blank(txns),
-        storage_options=hook.storage_options,
-        current_txn=current_txn,
-    )
+    with replan_needed():  # a wrong keytab or principal fails at once, too
+        source = open_source(
+            hook.resolve_uri(table_uri) if table_uri else None,
+            table=table,
+            metastore=metastore,
+            where=where,
+            write_ids=none_if_blank(write_ids),
+            txns=none_if_blank(txns),
+            storage_options=hook.storage_options,
+            current_txn=current_txn,
+        )
     if source.definition is not None:
         task.log.info(
             "Table %s from %s at %s, read view %s (transactions %s)",
@@ -126,11 +127,16 @@ def open_task_source(
 def replan_needed() -> Iterator[None]:
     """A source file gone since the view was pinned (Hive's Cleaner): retrying the task cannot
     bring it back, only a new plan can (a new DAG run, or clearing from the manifest task), so
-    the task fails at once, with the message naming the file."""
+    the task fails at once, with the message naming the file. So does an error that says a
+    retry cannot help (``retryable = False``: a wrong keytab or principal, clock skew)."""
     try:
         yield
     except SourceChangedError as exc:
         raise AirflowFailException(str(exc)) from exc
+    except Exception as exc:
+        if getattr(exc, "retryable", True) is False:
+            raise AirflowFailException(str(exc)) from exc
+        raise
 
 
 def log_warnings(task: Any, warnings: Sequence[str]) -> None:

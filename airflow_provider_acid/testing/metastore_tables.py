@@ -76,6 +76,8 @@ def metastore_location(fs: Any, path: str) -> str:
         return "file:" + path
     if "s3" in protocols or "s3a" in protocols:
         return "s3a://" + path
+    if "hdfs" in protocols:
+        return fs.unstrip_protocol(path)  # hdfs://AUTHORITY/path: the namenode kept
     return f"{protocols[0]}://{path}"
 
 

@@ -74,6 +74,7 @@ def test_the_acid_metastore_connection_works_against_the_real_metastore(monkeypa
     from airflow.providers_manager import ProvidersManager
 
     from airflow_provider_acid.hooks.metastore import AcidMetastoreHook
+    from airflow_provider_acid.metastore.connection import MetastoreAddress
 
     manager = ProvidersManager()
     assert manager.hooks["acid_metastore"].hook_class_name.endswith(".AcidMetastoreHook")
@@ -95,7 +96,18 @@ def test_the_acid_metastore_connection_works_against_the_real_metastore(monkeypa
     assert (address.auth, address.user, address.password) == ("PLAIN", "u", "p-secret")
     assert "p-secret" not in repr(address) + address.uri
 
-    kerberos = {**conn, "extra": {"auth_mechanism": "GSSAPI"}}
-    monkeypatch.setenv("AIRFLOW_CONN_METASTORE_KRB", json.dumps(kerberos))
-    with pytest.raises(ValueError, match="Kerberos/GSSAPI is not supported"):
-        _ = AcidMetastoreHook("metastore_krb").address
+    extra = {
+        "auth_mechanism": "GSSAPI",
+        "principal": "hive/_HOST@R",
+        "kerberos_principal": "a@R",
+        "kerberos_keytab": "/k/a.keytab",
+        "kerberos_principal_host": "lb.example.com",
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_METASTORE_KRB", json.dumps({**conn, "extra": extra}))
+    address = AcidMetastoreHook("metastore_krb").address
+    assert address.auth == "GSSAPI" and address.server_principal == "hive/_HOST@R"
+    assert (address.kerberos.principal, address.kerberos.keytab) == ("a@R", "/k/a.keytab")
+    assert address.kerberos_principal_host == "lb.example.com"
+    assert "extra__hive_metastore__kerberos_keytab" in manager.connection_form_widgets
+    with pytest.raises(ValueError, match="not supported"):
+        _ = MetastoreAddress.parse(metastore_uri, auth="DIGEST-MD5")
