@@ -48,6 +48,7 @@ from fsspec.implementations.local import LocalFileSystem
 from .evolution import EvolutionError, column_sources, convert
 from .hive_types import HiveType, HiveTypeError, hive_field
 from .names import BaseDir, DeltaDir
+from .ranged_reads import open_data_file
 from .snapshot import BucketSlice, DataFile, FileRole, TableSnapshot
 from .writeids import RangeValidity, ValidWriteIdList
 
@@ -301,7 +302,8 @@ def _orc_footer(handle: IO[bytes], path: str) -> tuple[HiveType, tuple[int, int]
 
 
 def _open(fs: AbstractFileSystem, data_file: DataFile) -> _OpenFile:
-    handle = fs.open(data_file.path, "rb")
+    # on object stores the ranges it reads are fetched ahead, concurrently (ranged_reads)
+    handle = open_data_file(fs, data_file.path, data_file.file.size)
     try:
         magic = handle.read(4)
         handle.seek(0)
