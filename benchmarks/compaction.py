@@ -44,9 +44,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-DELTA_FRACTION = 0.05
-INSERT_DELTAS = 3
-DELETE_DELTAS = 3
+from bench_table import DELETE_DELTAS, DELTA_FRACTION, INSERT_DELTAS, generate_in_child
+
 #: What is measured: (runner, workers).
 KINDS = {
     "floor": ("floor", 1),
@@ -62,78 +61,12 @@ TARGET_ONE_WORKER = 1.1
 TARGET_TWO_WORKERS = 0.6
 TARGET_RSS_PER_WORKER_MIB = 300
 
-# -- the table ---------------------------------------------------------------------------------
-
-
-def _rows(first_id: int, count: int) -> Any:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    ones = pa.repeat(pa.scalar(1, pa.int64()), count)
-    ids = pc.add(pc.cumulative_sum(ones), pa.scalar(first_id - 1, pa.int64()))
-    mixed = pc.bit_wise_and(
-        pc.multiply(ids, pa.scalar(2654435761, pa.int64())), pa.scalar(0xFFFFFFF, pa.int64())
-    )
-    categories = pa.array(["books", "games", "garden", "music", "tools", "toys", "video"])
-    category = pc.take(categories, pc.cast(pc.divide(mixed, 38347923), pa.int32()))
-    cents = pc.cast(pc.divide(mixed, 97), pa.decimal128(19, 0))
-    amount = pc.cast(
-        pc.divide(cents, pa.scalar(100, pa.decimal128(3, 0))), pa.decimal128(12, 2), safe=False
-    )
-    micros = pc.add(pc.multiply(mixed, 1000), 1_704_067_200_000_000)
-    note = pc.binary_join_element_wise("order ", pc.cast(ids, pa.string()), "")
-    return pa.table(
-        {
-            "id": ids,
-            "category": category,
-            "amount": amount,
-            "ts": pc.cast(pc.cast(micros, pa.timestamp("us")), pa.timestamp("ns")),
-            "note": note,
-        }
-    )
-
-
-def generate(root: Path, buckets: int, base_rows: int, delta_rows: int, delete_rows: int) -> str:
-    """Write the table (unless already there); returns its valid write-id list."""
-    marker = root / "_generated.json"
-    if marker.exists():
-        return json.loads(marker.read_text())["write_ids"]
-    from airflow_provider_acid.testing.table_writer import AcidTableWriter
-
-    shutil.rmtree(root, ignore_errors=True)
-    started = time.perf_counter()
-    table = AcidTableWriter(
-        str(root),
-        [
-            ("id", "bigint"),
-            ("category", "string"),
-            ("amount", "decimal(12,2)"),
-            ("ts", "timestamp"),
-            ("note", "string"),
-        ],
-        buckets=buckets,
-        bucket_by="id",
-        table_name="bench",
-    )
-    table.insert_overwrite(_rows(1, base_rows))
-    next_id = base_rows + 1
-    for _ in range(INSERT_DELTAS):
-        table.insert(_rows(next_id, delta_rows))
-        next_id += delta_rows
-    for seed in range(DELETE_DELTAS):
-        live = table.expected_identities().num_rows
-        table.delete(table.sample_identities(delete_rows / live, seed=seed))
-    write_ids = table.valid_write_ids()
-    marker.write_text(json.dumps({"write_ids": write_ids}))
-    print(f"  generated {root} in {time.perf_counter() - started:.0f} s", file=sys.stderr)
-    return write_ids
-
-
 # -- the contenders (each run in its own process) ---------------------------------------------
 
 
 def run_compaction(table: str, out: str, workers: int, compression: str) -> int:
-    from airflow_provider_acid.acid.compaction import CompactionOptions, compact_table
+    from airflow_provider_acid.engine.compaction import compact_table
+    from airflow_provider_acid.engine.options import CompactionOptions
 
     options = CompactionOptions(
         max_workers=workers, reuse=False, compression=compression, timestamp_unit=TIMESTAMP_UNIT
@@ -163,7 +96,7 @@ def run_floor(
     import pyarrow.orc as orc
     import pyarrow.parquet as pq
 
-    from airflow_provider_acid.acid.snapshot import resolve_snapshot
+    from airflow_provider_acid.acid.resolution import resolve_read_view
     from airflow_provider_acid.output.parquet_files import dictionary_columns
 
     os.makedirs(out, exist_ok=True)
@@ -190,7 +123,7 @@ def run_floor(
             writer.close()
         return rows
 
-    slices = resolve_snapshot(table).slices
+    slices = resolve_read_view(table).slices
     if workers == 1:
         return sum(copy(s) for s in slices)
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -202,14 +135,14 @@ def run_duckdb(table: str, out: str, workers: int, compression: str) -> int:
     import pyarrow as pa
     import pyarrow.orc as orc
 
-    from airflow_provider_acid.acid.snapshot import resolve_snapshot
+    from airflow_provider_acid.acid.resolution import resolve_read_view
 
     os.makedirs(out, exist_ok=True)
     con = duckdb.connect()
     con.execute(f"SET threads = {workers}")
     keys = ["originalTransaction", "bucket", "rowId"]
     written = 0
-    for bucket_slice in resolve_snapshot(table).slices:
+    for bucket_slice in resolve_read_view(table).slices:
         parts = []
         for data_file in bucket_slice.data_files:
             events = orc.read_table(data_file.path)
@@ -283,7 +216,7 @@ def _child(runner: str, table: str, out: str, workers: int, compression: str) ->
     import pyarrow.orc  # noqa: F401
     import pyarrow.parquet  # noqa: F401
 
-    import airflow_provider_acid.acid.compaction  # noqa: F401
+    import airflow_provider_acid.engine.compaction  # noqa: F401
 
     if runner == "duckdb":
         import duckdb  # noqa: F401
@@ -294,14 +227,6 @@ def _child(runner: str, table: str, out: str, workers: int, compression: str) ->
     usage = resource.getrusage(resource.RUSAGE_SELF)
     cpu = usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime
     print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "rows": rows}))
-
-
-def generate_in_child(root: Path, *sizes: int) -> str:
-    """:func:`generate` in its own process: this one stays small, so the peak RSS the kernel
-    reports for the measured processes (forked from it) is theirs alone."""
-    command = [sys.executable, __file__, "_generate", str(root), *map(str, sizes)]
-    output = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout
-    return output.strip().splitlines()[-1]
 
 
 # -- the report --------------------------------------------------------------------------------
@@ -461,8 +386,6 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "_run":
         _child(argv[1], argv[2], argv[3], int(argv[4]), argv[5])
         return 0
-    if argv and argv[0] == "_generate":
-        print(generate(Path(argv[1]), *(int(a) for a in argv[2:6])))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--buckets", type=int, default=4)

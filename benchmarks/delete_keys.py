@@ -114,13 +114,13 @@ def child(kind: str, root: str, out: str) -> None:
     if kind == "keys":
         from fsspec.implementations.local import LocalFileSystem
 
-        from airflow_provider_acid.acid.compaction import CompactionOptions
-        from airflow_provider_acid.acid.delete_keys import DeleteKeySet
+        from airflow_provider_acid.acid.resolution import resolve_read_view
         from airflow_provider_acid.acid.rows import SliceReader, TableColumns
-        from airflow_provider_acid.acid.snapshot import resolve_snapshot
+        from airflow_provider_acid.engine.delete_keys import DeleteKeySet
+        from airflow_provider_acid.engine.options import CompactionOptions
 
         fs = LocalFileSystem()
-        snapshot = resolve_snapshot(root, filesystem=fs)
+        snapshot = resolve_read_view(root, filesystem=fs)
         [bucket_slice] = snapshot.slices
         reader = SliceReader(
             bucket_slice,
@@ -132,8 +132,9 @@ def child(kind: str, root: str, out: str) -> None:
         keys = DeleteKeySet.from_batches(reader.delete_batches())
         report = {"keys": len(keys), "set_bytes": keys.nbytes}
     else:
-        from airflow_provider_acid.acid.compaction import CompactionOptions, compact_table
-        from airflow_provider_acid.acid.memory_budget import DeleteKeyBudgetError
+        from airflow_provider_acid.engine.compaction import compact_table
+        from airflow_provider_acid.engine.memory_budget import DeleteKeyBudgetError
+        from airflow_provider_acid.engine.options import CompactionOptions
 
         try:
             result = compact_table(root, out, options=CompactionOptions(max_workers=1))
@@ -184,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--json", action="store_true")
     options = parser.parse_args(args)
-    from airflow_provider_acid.acid.memory_budget import (
+    from airflow_provider_acid.engine.memory_budget import (
         BUDGET_VARIABLE,
         PEAK_BYTES_PER_KEY,
         delete_key_budget,

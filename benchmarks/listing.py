@@ -61,10 +61,11 @@ from moto.moto_server.werkzeug_app import (
 from werkzeug.serving import make_server
 
 from airflow_provider_acid.acid.listing import StoredFile, list_table_files, resolve_filesystem
+from airflow_provider_acid.acid.resolution import resolve_files
 from airflow_provider_acid.acid.schema import table_schema
-from airflow_provider_acid.acid.snapshot import resolve_files
 from airflow_provider_acid.pruning.binding import bind
-from airflow_provider_acid.pruning.index import _stats_tables, write_tables
+from airflow_provider_acid.pruning.index import write_tables
+from airflow_provider_acid.pruning.index_records import stats_tables
 from airflow_provider_acid.pruning.manifest import (
     build_manifest,
     compute_manifest,
@@ -237,7 +238,7 @@ def write_index(table: str, index: str, options: dict[str, Any]) -> int:
         key = file_key(f)
         keys[f.path] = type(key)(key.path, key.size, f"{key.version}#{tag}")
         stats.append(type(one)(f.path, one.format, one.row_count, one.columns))
-    files, columns = _stats_tables(stats, keys)
+    files, columns = stats_tables(stats, keys)
     write_tables(index, files, columns, storage_options=options)
     return len(stats)
 

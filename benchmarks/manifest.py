@@ -30,7 +30,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_provider_acid.acid.listing import StoredFile
-from airflow_provider_acid.acid.snapshot import TableSnapshot, resolve_files
+from airflow_provider_acid.acid.read_view import TableReadView
+from airflow_provider_acid.acid.resolution import resolve_files
 from airflow_provider_acid.pruning.binding import bind
 from airflow_provider_acid.pruning.index import FILES_SCHEMA, RECORD_SCHEMA, write_tables
 from airflow_provider_acid.pruning.manifest import build_manifest, file_key, parse_predicate
@@ -93,7 +94,7 @@ def _records(paths: pa.Array, column: str, family: str, rng: np.random.Generator
     return pa.table(data, schema=RECORD_SCHEMA)
 
 
-def index_tables(snapshot: TableSnapshot) -> tuple[pa.Table, dict[str, pa.Table]]:
+def index_tables(snapshot: TableReadView) -> tuple[pa.Table, dict[str, pa.Table]]:
     rng = np.random.default_rng(0)
     keys = [file_key(f) for s in snapshot.slices for f in s.data_files]
     paths = pa.array([k.path for k in keys], pa.string())
@@ -116,7 +117,7 @@ def index_tables(snapshot: TableSnapshot) -> tuple[pa.Table, dict[str, pa.Table]
     return files, columns
 
 
-def write_index(index_uri: str, snapshot: TableSnapshot) -> tuple[pa.Table, dict[str, pa.Table]]:
+def write_index(index_uri: str, snapshot: TableReadView) -> tuple[pa.Table, dict[str, pa.Table]]:
     files, columns = index_tables(snapshot)
     write_tables(index_uri, files, columns)
     return files, columns
@@ -129,7 +130,7 @@ def write_shuffled_index(index_uri: str, files: pa.Table, columns: dict[str, pa.
     write_tables(index_uri, files.take(order), queried)
 
 
-def naive_step4(snapshot: TableSnapshot, candidates: list[str]) -> int:
+def naive_step4(snapshot: TableReadView, candidates: list[str]) -> int:
     """Step 4 the naive way: for each slice, scan the whole candidate list."""
     kept = 0
     for s in snapshot.slices:

@@ -117,7 +117,8 @@ def _child(table: str, out: str, workers: int, options: dict[str, Any] | None) -
     import pyarrow.orc  # noqa: F401
     import s3fs  # noqa: F401
 
-    from airflow_provider_acid.acid.compaction import CompactionOptions, compact_table
+    from airflow_provider_acid.engine.compaction import compact_table
+    from airflow_provider_acid.engine.options import CompactionOptions
 
     started = time.perf_counter()
     result = compact_table(
@@ -172,10 +173,10 @@ def needed_bytes(table: str) -> tuple[int, int, dict[str, int]]:
     import pyarrow.orc as orc
     import pyorc
 
-    from airflow_provider_acid.acid.snapshot import resolve_snapshot
+    from airflow_provider_acid.acid.resolution import resolve_read_view
 
     needed: dict[str, int] = {}
-    for bucket_slice in resolve_snapshot(table).slices:
+    for bucket_slice in resolve_read_view(table).slices:
         for data_file, columns in [
             *((f, None) for f in bucket_slice.data_files),
             *((f, DELETE_COLUMNS) for f in bucket_slice.delete_delta_files),
@@ -229,9 +230,10 @@ def write_many_index(table: str, index: str, partitions: int, files: int, option
     """The index of every file, from one partition's listing (the copies are alike: same size,
     same version) and the one footer they share."""
     from airflow_provider_acid.acid.listing import StoredFile, list_table_files, resolve_filesystem
+    from airflow_provider_acid.acid.resolution import resolve_files
     from airflow_provider_acid.acid.schema import table_schema
-    from airflow_provider_acid.acid.snapshot import resolve_files
-    from airflow_provider_acid.pruning.index import _stats_tables, write_tables
+    from airflow_provider_acid.pruning.index import write_tables
+    from airflow_provider_acid.pruning.index_records import stats_tables
     from airflow_provider_acid.pruning.manifest import file_key, index_columns_tag
     from airflow_provider_acid.pruning.stats import read_file_stats
     from airflow_provider_acid.testing.many_partitions import partition_file_paths
@@ -252,7 +254,7 @@ def write_many_index(table: str, index: str, partitions: int, files: int, option
         key = file_key(f)
         keys[f.path] = type(key)(key.path, key.size, f"{key.version}#{tag}")
         stats.append(type(one)(f.path, one.format, one.row_count, one.columns))
-    tables = _stats_tables(stats, keys)
+    tables = stats_tables(stats, keys)
     write_tables(index, *tables, storage_options=options)
 
 

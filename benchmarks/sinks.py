@@ -38,8 +38,9 @@ TARGET = 1.1
 
 def _child(sink: str, table: str, out: str, compression: str) -> None:
     """One measured run: compaction and commit, then the sink's publication."""
-    import airflow_provider_acid.acid.compaction  # noqa: F401 - imported before the clock
-    from airflow_provider_acid.acid.compaction import CompactionOptions, compact_table
+    import airflow_provider_acid.engine.compaction  # noqa: F401 - imported before the clock
+    from airflow_provider_acid.engine.compaction import compact_table
+    from airflow_provider_acid.engine.options import CompactionOptions
     from airflow_provider_acid.output.sinks import open_sink
 
     # the format's library imported before the clock too (this machine may compile it from
@@ -91,7 +92,7 @@ def _measure(sink: str, table: Path, compression: str, scratch: Path) -> dict[st
 def _table(args: argparse.Namespace) -> Path:
     """The benchmark table of ``benchmarks/compaction.py`` (generated there when missing)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from compaction import DELTA_FRACTION, generate_in_child
+    from bench_table import DELTA_FRACTION, generate_in_child
 
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,7 @@ times the whole path on an S3 server).
 
 Every partition of that listing is laid out alike (the same folder and file names), as when
 the same statements wrote them all, and resolution makes every partition after the first of a
-layout from that one's template (``acid/snapshot.py``). So two more figures are printed per
+layout from that one's template (``acid/resolution.py``). So two more figures are printed per
 size, measured in the same run: a consumer walking every data file of the snapshot made
 (``[f for s in snapshot.slices for f in s.data_files]``: the files are made during
 resolution, so this is only the walk), and the same listing with every partition laid out its
@@ -38,7 +38,7 @@ import time
 from manifest import ROOT, synthetic_files
 
 from airflow_provider_acid.acid.listing import StoredFile
-from airflow_provider_acid.acid.snapshot import resolve_files
+from airflow_provider_acid.acid.resolution import resolve_files
 
 
 def reference_pass(files: list[StoredFile]) -> int:

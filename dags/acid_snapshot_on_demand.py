@@ -115,12 +115,12 @@ slices in mapped tasks, commit, and publish the metrics.
     @task
     def validate(params: dict | None = None) -> dict:
         """Refuse bad input before any work: the table, locations, write-id list, predicate."""
-        from airflow_provider_acid.hooks.acid import AcidHook
-        from airflow_provider_acid.pruning.request import (
+        from airflow_provider_acid.engine.request import (
             SnapshotRequestError,
             validate_named_snapshot_request,
             validate_snapshot_request,
         )
+        from airflow_provider_acid.hooks.acid import AcidHook
 
         assert params is not None
         hook = AcidHook(params["acid_conn_id"] or None)

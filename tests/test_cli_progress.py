@@ -16,9 +16,10 @@ import pyarrow.dataset as ds
 import pytest
 
 from airflow_provider_acid import cli
-from airflow_provider_acid.acid.compaction import CompactionOptions, compact_table
 from airflow_provider_acid.acid.source import STORAGE_ONLY_WARNING
 from airflow_provider_acid.cli_progress import ProgressLine, format_rate, progress_line
+from airflow_provider_acid.engine.compaction import compact_table
+from airflow_provider_acid.engine.options import CompactionOptions
 from airflow_provider_acid.output import BucketResult, CommitError, OutputFile
 from airflow_provider_acid.testing.table_writer import AcidTableWriter
 
@@ -186,7 +187,7 @@ def test_each_library_error_class_takes_the_one_line_path(monkeypatch, capsys, t
         def fail(*args, _exc=exc, **kwargs):
             raise _exc
 
-        monkeypatch.setattr("airflow_provider_acid.acid.compaction.compact_table", fail)
+        monkeypatch.setattr("airflow_provider_acid.engine.compaction.compact_table", fail)
         assert cli.main(["compact", "t", "--out", str(tmp_path / "o")]) == 2
         error, hint = error_lines(capsys)
         assert error == f"airflow-acid compact: error: {' '.join(str(exc).split())}"
@@ -198,7 +199,7 @@ def test_an_unexpected_error_is_one_line_naming_its_type(monkeypatch, capsys, tm
     def fail(*args, **kwargs):
         raise TypeError("unsupported operand")
 
-    monkeypatch.setattr("airflow_provider_acid.acid.compaction.compact_table", fail)
+    monkeypatch.setattr("airflow_provider_acid.engine.compaction.compact_table", fail)
     assert cli.main(["compact", "t", "--out", str(tmp_path / "o")]) == 2
     error, hint = error_lines(capsys)
     assert error == "airflow-acid compact: error: TypeError: unsupported operand"
@@ -211,12 +212,12 @@ def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys, tmp_path):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("airflow_provider_acid.acid.compaction.compact_table", interrupted)
+    monkeypatch.setattr("airflow_provider_acid.engine.compaction.compact_table", interrupted)
     assert cli.main(["compact", "t", "--out", str(tmp_path / "o")]) == 130
     assert error_lines(capsys) == [
         "airflow-acid compact: interrupted; nothing was committed, run it again to finish"
     ]
-    monkeypatch.setattr(cli, "resolve_snapshot", interrupted)
+    monkeypatch.setattr(cli, "resolve_read_view", interrupted)
     assert cli.main(["inspect", "t"]) == 130
     assert error_lines(capsys) == ["airflow-acid inspect: interrupted"]
     with pytest.raises(KeyboardInterrupt):

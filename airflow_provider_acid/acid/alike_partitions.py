@@ -5,11 +5,12 @@ on which of them are empty, and on the write-id and transaction lists: not on th
 values, nor on the sizes and versions otherwise. Tables whose partitions are written by the
 same statements (a dynamic-partition INSERT gives every partition the same delta folder)
 repeat one layout many times. So the first partition of a layout is resolved the plain way
-(:mod:`.snapshot`'s ``_group_listing`` and ``_resolve_partition`` over its files alone), and
-the result kept as a template: which of the partition's files (by position) go into which
-slice, with which role, bucket, folder, invalid write ids and mark, and the chosen and
-excluded folders by relative path. Each further partition laid out alike is then made from
-the template with a few C-level passes over its files (tests/acid/test_snapshot_templates.py
+(:mod:`.listing_groups`' ``group_listing`` and :mod:`.acid_state`' ``resolve_partition`` over
+its files alone), and the result kept as a template: which of the partition's files (by
+position) go into which slice, with which role, bucket, folder, invalid write ids and mark,
+and the chosen and excluded folders by relative path. Each further partition laid out alike
+is then made from the template with a few C-level passes over its files
+(tests/acid/test_snapshot_templates.py
 checks that the result is what the plain way gives).
 
 What falls back to the plain way: a partition with an empty file, a partition folder nested in
@@ -31,7 +32,9 @@ from itertools import chain, cycle, islice, repeat
 from operator import add, attrgetter, getitem, itemgetter
 from typing import Any
 
+from .acid_state import Plan, resolve_partition
 from .listing import StoredFile
+from .listing_groups import group_listing
 from .names import BaseDir, DeltaDir
 from .partitions import Partition, parse_partition_component
 from .read_view import (
@@ -41,34 +44,33 @@ from .read_view import (
     DataFile,
     ExcludedEntry,
     ExclusionReason,
+    FileKind,
     NotEnoughHistoryError,
-    PartitionSnapshot,
+    PartitionReadView,
     UnrecognisedEntry,
-    _FileKind,
-    _set_base_files,
-    _set_bucket_id,
-    _set_delete_delta_files,
-    _set_delta_files,
-    _set_delta_folder,
-    _set_delta_invalid_write_ids,
-    _set_delta_path,
-    _set_delta_validity,
-    _set_file,
-    _set_kind,
-    _set_original_files,
-    _set_partition,
-    _set_slice_bucket_id,
-    _set_snapshot_base,
-    _set_snapshot_base_path,
-    _set_snapshot_deltas,
-    _set_snapshot_excluded,
-    _set_snapshot_partition,
-    _set_snapshot_slices,
+    set_base_files,
+    set_bucket_id,
+    set_delete_delta_files,
+    set_delta_files,
+    set_delta_folder,
+    set_delta_invalid_write_ids,
+    set_delta_path,
+    set_delta_validity,
+    set_file,
+    set_kind,
+    set_original_files,
+    set_partition,
+    set_slice_bucket_id,
+    set_view_base,
+    set_view_base_path,
+    set_view_deltas,
+    set_view_excluded,
+    set_view_partition,
+    set_view_slices,
 )
-from .snapshot import _group_listing, _Plan, _resolve_partition
 from .writeids import RangeValidity, ValidTxnList, ValidWriteIdList
 
-_PATH_OF = attrgetter("path")
+PATH_OF = attrgetter("path")
 _SIZE_OF = attrgetter("size")
 _consume = deque(maxlen=0).extend
 
@@ -83,7 +85,7 @@ class _Group:
 
     take: Callable[[Sequence[StoredFile]], tuple[StoredFile, ...]]
     bucket_ids: tuple[int, ...]
-    kinds: tuple[_FileKind, ...]
+    kinds: tuple[FileKind, ...]
     #: How many of them each slice has.
     lengths: tuple[int, ...]
 
@@ -103,9 +105,9 @@ class _Group:
             return repeat((), count * len(self.lengths))
         stored = list(chain.from_iterable(map(self.take, listed)))
         data_files = list(map(object.__new__, repeat(DataFile, len(stored))))
-        _consume(map(_set_file, data_files, stored))
-        _consume(map(_set_bucket_id, data_files, cycle(self.bucket_ids)))
-        _consume(map(_set_kind, data_files, cycle(self.kinds)))
+        _consume(map(set_file, data_files, stored))
+        _consume(map(set_bucket_id, data_files, cycle(self.bucket_ids)))
+        _consume(map(set_kind, data_files, cycle(self.kinds)))
         return _cut(data_files, self.lengths, count)
 
 
@@ -126,7 +128,7 @@ class _Template:
 
     @classmethod
     def of(
-        cls, snapshot: PartitionSnapshot, files: Sequence[StoredFile], prefix: str
+        cls, snapshot: PartitionReadView, files: Sequence[StoredFile], prefix: str
     ) -> _Template | None:
         """The template of ``snapshot``, resolved from ``files`` (all below ``prefix``, which
         ends with ``/``); None if it cannot be one (a path elsewhere, a file listed twice)."""
@@ -154,7 +156,7 @@ class _Template:
             excluded=tuple((e.path[cut:], e.reason, e.detail) for e in snapshot.excluded),
         )
 
-    def make(self, alike: list[_Alike]) -> list[PartitionSnapshot]:
+    def make(self, alike: list[_Alike]) -> list[PartitionReadView]:
         """The snapshots of partitions laid out as this one, each from its files (listed in
         the same order), made together: each kind of object in a few C-level passes."""
         count = len(alike)
@@ -163,33 +165,33 @@ class _Template:
         originals, bases, deltas, delete_deltas = (g.make(listed, count) for g in self.groups)
         per_partition = len(self.slice_buckets)
         slices = list(map(new, repeat(BucketSlice, per_partition * count)))
-        _consume(map(_set_partition, slices, _each_repeated(partitions, per_partition)))
-        _consume(map(_set_slice_bucket_id, slices, cycle(self.slice_buckets)))
-        _consume(map(_set_original_files, slices, originals))
-        _consume(map(_set_base_files, slices, bases))
-        _consume(map(_set_delta_files, slices, deltas))
-        _consume(map(_set_delete_delta_files, slices, delete_deltas))
+        _consume(map(set_partition, slices, _each_repeated(partitions, per_partition)))
+        _consume(map(set_slice_bucket_id, slices, cycle(self.slice_buckets)))
+        _consume(map(set_original_files, slices, originals))
+        _consume(map(set_base_files, slices, bases))
+        _consume(map(set_delta_files, slices, deltas))
+        _consume(map(set_delete_delta_files, slices, delete_deltas))
         # the chosen deltas, with their partitions' paths
         per_partition = len(self.deltas)
         chosen = list(map(new, repeat(ChosenDelta, per_partition * count)))
         if chosen:
             folders, paths, validities, invalid = zip(*self.deltas, strict=True)
-            _consume(map(_set_delta_folder, chosen, cycle(folders)))
+            _consume(map(set_delta_folder, chosen, cycle(folders)))
             in_partitions = _each_repeated(prefixes, per_partition)
-            _consume(map(_set_delta_path, chosen, map(add, in_partitions, cycle(paths))))
-            _consume(map(_set_delta_validity, chosen, cycle(validities)))
-            _consume(map(_set_delta_invalid_write_ids, chosen, cycle(invalid)))
-        snapshots = list(map(new, repeat(PartitionSnapshot, count)))
-        _consume(map(_set_snapshot_partition, snapshots, partitions))
-        _consume(map(_set_snapshot_base, snapshots, repeat(self.base)))
+            _consume(map(set_delta_path, chosen, map(add, in_partitions, cycle(paths))))
+            _consume(map(set_delta_validity, chosen, cycle(validities)))
+            _consume(map(set_delta_invalid_write_ids, chosen, cycle(invalid)))
+        snapshots = list(map(new, repeat(PartitionReadView, count)))
+        _consume(map(set_view_partition, snapshots, partitions))
+        _consume(map(set_view_base, snapshots, repeat(self.base)))
         base_paths = map(add, prefixes, repeat(self.base_path)) if self.base_path else None
-        _consume(map(_set_snapshot_base_path, snapshots, base_paths or repeat(None)))
-        _consume(map(_set_snapshot_deltas, snapshots, _cut(chosen, (per_partition,), count)))
-        _consume(map(_set_snapshot_slices, snapshots, _cut(slices, (len(slices) // count,), count)))
+        _consume(map(set_view_base_path, snapshots, base_paths or repeat(None)))
+        _consume(map(set_view_deltas, snapshots, _cut(chosen, (per_partition,), count)))
+        _consume(map(set_view_slices, snapshots, _cut(slices, (len(slices) // count,), count)))
         excluded = self.excluded
         _consume(
             map(
-                _set_snapshot_excluded,
+                set_view_excluded,
                 snapshots,
                 (
                     tuple(ExcludedEntry(prefix + path, *rest) for path, *rest in excluded)
@@ -227,7 +229,7 @@ def _each_repeated(values: Iterable[Any], times: int) -> Iterator[Any]:
     return chain.from_iterable(map(repeat, values, repeat(times)))
 
 
-class _Resolver:
+class Resolver:
     """Resolves partitions for one write-id and transaction list, each laid out as one
     resolved before from that one's template."""
 
@@ -241,12 +243,12 @@ class _Resolver:
         self.write_ids = write_ids
         self.txns = txns
         self.insert_only = insert_only
-        self.plans: dict[tuple[tuple[str, bool], ...], _Plan] = {}
+        self.plans: dict[tuple[tuple[str, bool], ...], Plan] = {}
         #: By the layout of a partition's files (see ``add``): the template of the partition
         #: resolved first so; None when it is not one to copy.
         self.templates: dict[tuple[str, ...], _Template | None] = {}
         #: The partitions resolved on their own, and those to make from each template.
-        self.resolved: list[PartitionSnapshot] = []
+        self.resolved: list[PartitionReadView] = []
         self.alike: dict[int, tuple[_Template, list[_Alike]]] = {}
         self.reused = False  # a template used already
 
@@ -268,7 +270,7 @@ class _Resolver:
         if 0 in map(_SIZE_OF, files):
             return False  # empty files are no data; rare, so left to the plain way
         if layout is None:
-            layout = tuple(map(getitem, map(_PATH_OF, files), repeat(slice(len(prefix), None))))
+            layout = tuple(map(getitem, map(PATH_OF, files), repeat(slice(len(prefix), None))))
         relative = layout
         template = self.templates.get(relative, False)
         if template is None:
@@ -295,7 +297,7 @@ class _Resolver:
         self.reused = any(alike for _, alike in self.alike.values())
         return not self.reused
 
-    def snapshots(self) -> list[PartitionSnapshot]:
+    def snapshots(self) -> list[PartitionReadView]:
         """Every partition taken."""
         made = list(self.resolved)
         for template, alike in self.alike.values():
@@ -305,14 +307,14 @@ class _Resolver:
 
     def _resolve_alone(
         self, partition: Partition, files: Sequence[StoredFile], prefix: str
-    ) -> PartitionSnapshot | None:
-        listings, unrecognised = _group_listing(prefix[:-1], files, self.insert_only)
+    ) -> PartitionReadView | None:
+        listings, unrecognised = group_listing(prefix[:-1], files, self.insert_only)
         if unrecognised or len(listings) != 1 or listings[0].partition.path:
             return None
         listing = listings[0]
         listing.partition = partition
         try:
-            return _resolve_partition(listing, self.write_ids, self.txns, self.plans)
+            return resolve_partition(listing, self.write_ids, self.txns, self.plans)
         except (AcidLayoutError, NotEnoughHistoryError):
             return None  # raised by the plain way, in its order of partitions
 
@@ -320,7 +322,7 @@ class _Resolver:
 @dataclass(slots=True)
 class _Run:
     """A partition's files in a listing: its spans (start, end), and while it has one, the
-    paths of its files relative to it (its layout: see ``_Resolver.add``)."""
+    paths of its files relative to it (its layout: see ``Resolver.add``)."""
 
     partition: Partition
     spans: list[tuple[int, int]]
@@ -395,12 +397,12 @@ def _partition_runs(root: str, paths: list[str]) -> tuple[dict[str, _Run], list[
     return runs, others
 
 
-def _resolve_listing(
-    root: str, files: Sequence[StoredFile], resolver: _Resolver
-) -> tuple[list[PartitionSnapshot], list[UnrecognisedEntry]]:
+def resolve_listing(
+    root: str, files: Sequence[StoredFile], resolver: Resolver
+) -> tuple[list[PartitionReadView], list[UnrecognisedEntry]]:
     """Resolve every partition of a listing below ``root``: those laid out as one before from
     its template, the rest the plain way. Partitions in path order."""
-    runs, plain = _partition_runs(root, list(map(_PATH_OF, files)))
+    runs, plain = _partition_runs(root, list(map(PATH_OF, files)))
     taken: set[str] = set()
     add = resolver.add
     for folder, run in runs.items():
@@ -416,7 +418,7 @@ def _resolve_listing(
     while True:
         plain.sort()
         rest = [f for start, end in plain for f in files[start:end]]
-        listings, unrecognised = _group_listing(root, rest, resolver.insert_only)
+        listings, unrecognised = group_listing(root, rest, resolver.insert_only)
         # A partition taken, yet with files among the rest, is resolved the plain way. That
         # happens in a listing out of order: the files of a partition's partition folder
         # (dt=1/h=2/) that come before its other files are a run of their own.
@@ -428,12 +430,12 @@ def _resolve_listing(
             plain += runs[f"{root.rstrip('/')}/{path}/"].spans
     partitions = [p for p in resolver.snapshots() if p.partition.path in taken]
     partitions += (
-        _resolve_partition(listing, resolver.write_ids, resolver.txns, resolver.plans)
+        resolve_partition(listing, resolver.write_ids, resolver.txns, resolver.plans)
         for listing in listings
     )
     partitions.sort(key=_partition_path)
     return partitions, unrecognised
 
 
-def _partition_path(snapshot: PartitionSnapshot) -> str:
+def _partition_path(snapshot: PartitionReadView) -> str:
     return snapshot.partition.path

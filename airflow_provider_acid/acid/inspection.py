@@ -28,22 +28,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from .read_view import DataFile, PartitionSnapshot, TableSnapshot
+from .read_view import DataFile, PartitionReadView, TableReadView
 
 FORMAT = "airflow-acid/inspect"
 VERSION = 1
 
 
-def _relative(snapshot: TableSnapshot, path: str) -> str:
+def _relative(snapshot: TableReadView, path: str) -> str:
     prefix = snapshot.root.rstrip("/") + "/"
     return path[len(prefix) :] if path.startswith(prefix) else path
 
 
-def _files(snapshot: TableSnapshot, files: tuple[DataFile, ...]) -> list[dict[str, Any]]:
+def _files(snapshot: TableReadView, files: tuple[DataFile, ...]) -> list[dict[str, Any]]:
     return [{"path": _relative(snapshot, f.path), "size": f.file.size} for f in files]
 
 
-def _partition(snapshot: TableSnapshot, part: PartitionSnapshot) -> dict[str, Any]:
+def _partition(snapshot: TableReadView, part: PartitionReadView) -> dict[str, Any]:
     return {
         "path": part.partition.path,
         "values": part.partition.as_dict(),
@@ -78,7 +78,7 @@ def _partition(snapshot: TableSnapshot, part: PartitionSnapshot) -> dict[str, An
     }
 
 
-def snapshot_to_dict(snapshot: TableSnapshot) -> dict[str, Any]:
+def snapshot_to_dict(snapshot: TableReadView) -> dict[str, Any]:
     """The documented, stable JSON form of a snapshot (see the module docstring)."""
     files = snapshot.files
     return {
@@ -102,7 +102,7 @@ def snapshot_to_dict(snapshot: TableSnapshot) -> dict[str, Any]:
     }
 
 
-def format_snapshot(snapshot: TableSnapshot) -> str:
+def format_snapshot(snapshot: TableReadView) -> str:
     """A human-readable report: partitions, slices, chosen and left-out folders with reasons."""
     data = snapshot_to_dict(snapshot)
     totals = data["totals"]

@@ -70,10 +70,10 @@ def list_table_files(fs: AbstractFileSystem, root: str) -> list[StoredFile]:
         found = {}
     if not found and not fs.isdir(root):  # only an empty answer costs a second call
         raise TableLocationError(f"table location {root!r} does not exist or is not a folder")
-    return _stored_files(found)
+    return stored_files(found)
 
 
-def _stored_files(found: dict[str, dict[str, Any]]) -> list[StoredFile]:
+def stored_files(found: dict[str, dict[str, Any]]) -> list[StoredFile]:
     files = [
         StoredFile(
             path=info.get("name", path),
@@ -130,4 +130,4 @@ async def alist_table_files(fs: AbstractFileSystem, root: str) -> list[StoredFil
         found = {}
     if not found and not await fs._isdir(root):
         raise TableLocationError(f"table location {root!r} does not exist or is not a folder")
-    return _stored_files(found)
+    return stored_files(found)

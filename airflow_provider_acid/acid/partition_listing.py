@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import posixpath
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
@@ -40,7 +40,7 @@ from typing import Any
 
 from fsspec import AbstractFileSystem
 
-from .listing import StoredFile, TableLocationError, _stored_files, list_table_files
+from .listing import StoredFile, TableLocationError, list_table_files, stored_files
 from .names import is_hidden, is_side_file
 from .partitions import Partition, parse_partition_component
 from .storage import naming
@@ -284,7 +284,7 @@ def list_partitions(
             for found in pool.map(subtrees.find, [f.path for f in kept] + others):
                 files.update(found)
     kept_partitions = tuple(p for p, flag in zip(partitions, flags, strict=True) if flag)
-    return ScopedListing(root, tuple(_stored_files(files)), partitions, kept_partitions)
+    return ScopedListing(root, tuple(stored_files(files)), partitions, kept_partitions)
 
 
 def _whole_is_cheaper(fs: AbstractFileSystem, kept: int, partitions: int, first: int) -> bool:
@@ -322,15 +322,34 @@ def _ancestors(path: str) -> Iterator[str]:
         yield folder
 
 
+def partition_specs(partitions: Iterable[str | Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Partition specs (``dt=2024-01-01/h=3`` or ``{"dt": "2024-01-01"}``) as column -> value
+    (None for a null partition value).
+
+    :param partitions: the specs, as text or mappings.
+    """
+    specs = []
+    for spec in partitions:
+        if isinstance(spec, Mapping):
+            specs.append({str(k): (None if v is None else str(v)) for k, v in spec.items()})
+            continue
+        parsed = {}
+        for component in str(spec).strip("/").split("/"):
+            pair = parse_partition_component(component)
+            if pair is None:
+                raise ValueError(f"partitions: {spec!r} is not a k=v[/k=v] partition spec")
+            parsed[pair[0]] = pair[1]
+        specs.append(parsed)
+    return specs
+
+
 def spec_filter(specs: Sequence[Any]) -> PartitionFilter:
     """A filter keeping the partitions matching any of ``specs`` (``dt=2024-01-01``,
     ``{"dt": "2024-01-01"}``; a partial spec matches every partition under it).
 
     A spec naming a column no partition has keeps nothing, so the table is listed whole and
     the caller's own check names the column (as it did before)."""
-    from .compaction import _partition_specs
-
-    parsed = _partition_specs(specs)
+    parsed = partition_specs(specs)
 
     def keep(partitions: Sequence[Partition]) -> list[bool]:
         out = []
@@ -345,11 +364,11 @@ def spec_filter(specs: Sequence[Any]) -> PartitionFilter:
 
 
 @dataclass(frozen=True)
-class ScopedSnapshot:
+class ScopedReadView:
     """A snapshot resolved from a partition-scoped listing; ``listing`` is None when the table
     was resolved as before (read by name: the metastore's partitions; or no filter)."""
 
-    snapshot: Any  # TableSnapshot (imported lazily: snapshot.py imports nothing from here)
+    snapshot: Any  # TableReadView (imported lazily: resolution.py imports nothing from here)
     listing: ScopedListing | None = None
 
     @property
@@ -388,16 +407,16 @@ def resolve_partitions(
     filesystem: AbstractFileSystem | None = None,
     storage_options: dict[str, Any] | None = None,
     max_workers: int = DEFAULT_WORKERS,
-) -> ScopedSnapshot:
-    """:func:`.snapshot.resolve_snapshot`, listing only the partitions ``keep`` keeps when the
+) -> ScopedReadView:
+    """:func:`.snapshot.resolve_read_view`, listing only the partitions ``keep`` keeps when the
     table is read storage-only (a path or a :class:`.source.TableSource` without a
     definition). Read by name, the metastore's partitions are read as before."""
     from .listing import resolve_filesystem
-    from .snapshot import resolve_files, resolve_snapshot
+    from .resolution import resolve_files, resolve_read_view
     from .source import ReadArguments, TableSource
 
     if keep is None or (isinstance(table_uri, TableSource) and table_uri.definition is not None):
-        snapshot = resolve_snapshot(
+        snapshot = resolve_read_view(
             table_uri,
             write_ids,
             txns,
@@ -405,14 +424,14 @@ def resolve_partitions(
             filesystem=filesystem,
             storage_options=storage_options,
         )
-        return ScopedSnapshot(snapshot)
+        return ScopedReadView(snapshot)
     read = ReadArguments.of(table_uri, write_ids, txns, insert_only)
     fs, root = resolve_filesystem(read.location, filesystem, storage_options)
     listing = list_partitions(fs, root, keep, max_workers=max_workers)
     snapshot = resolve_files(
         root, listing.files, read.write_ids, read.txns, insert_only=read.insert_only
     )
-    return ScopedSnapshot(snapshot, listing)
+    return ScopedReadView(snapshot, listing)
 
 
 def resolve_partition_specs(
@@ -425,7 +444,7 @@ def resolve_partition_specs(
     filesystem: AbstractFileSystem | None = None,
     storage_options: dict[str, Any] | None = None,
     max_workers: int = DEFAULT_WORKERS,
-) -> ScopedSnapshot:
+) -> ScopedReadView:
     """The snapshot of the partitions ``specs`` name (``dt=2024-01-01``, partial specs match
     every partition under them; all when None), listing only those when storage-only.
 
@@ -486,7 +505,7 @@ def list_watched_partitions(
             found.update(listed)
     if not found and not fs.isdir(root):  # only an empty answer costs a call more
         raise TableLocationError(f"table location {root!r} does not exist or is not a folder")
-    return _stored_files(found)
+    return stored_files(found)
 
 
 async def alist_watched_partitions(
@@ -520,17 +539,18 @@ async def alist_watched_partitions(
         found.update(listed)
     if not found and not await fs._isdir(root):
         raise TableLocationError(f"table location {root!r} does not exist or is not a folder")
-    return _stored_files(found)
+    return stored_files(found)
 
 
 __all__ = [
     "DEFAULT_WORKERS",
     "PartitionFilter",
     "ScopedListing",
-    "ScopedSnapshot",
+    "ScopedReadView",
     "alist_watched_partitions",
     "list_partitions",
     "list_watched_partitions",
+    "partition_specs",
     "resolve_partition_specs",
     "resolve_partitions",
     "spec_filter",

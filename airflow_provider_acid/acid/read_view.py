@@ -1,15 +1,15 @@
 """The read view: what a Hive reader with a given write-id list sees of a table.
 
-A :class:`TableSnapshot` holds its partitions (:class:`PartitionSnapshot`: the chosen base and
+A :class:`TableReadView` holds its partitions (:class:`PartitionReadView`: the chosen base and
 deltas), their bucket slices (:class:`BucketSlice`, the unit of pruning and compaction) and the
 slices' data files (:class:`DataFile`), with what was left out and why (:class:`ExcludedEntry`,
 :class:`UnrecognisedEntry`); here too are the errors resolving one raises. Value objects only:
-:mod:`.snapshot` resolves them from a listing with Hive 3's rules, and
+:mod:`.resolution` resolves them from a listing with Hive 3's rules, and
 :mod:`.alike_partitions` makes those of partitions laid out alike from one template.
 
 Words, as :mod:`airflow_provider_acid.output` uses them: the *read view* is the source table as
 Hive shows it to one reader; a *plan* fixes what an output snapshot will hold; a *snapshot*
-there is the committed output. :class:`TableSnapshot` and :class:`PartitionSnapshot` are read
+there is the committed output. :class:`TableReadView` and :class:`PartitionReadView` are read
 views of the source (Hive's "snapshot" of its write-id list), never committed output.
 """
 
@@ -59,7 +59,7 @@ class ExclusionReason(str, Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class _FileKind:
+class FileKind:
     """What a data file is, apart from the file itself and its bucket: shared by the files of
     a folder (and of the folders alike of partitions laid out alike)."""
 
@@ -77,7 +77,7 @@ class DataFile:
     a partly valid range) and ``acid_version_marked`` (the folder holds
     ``_orc_acid_version``: ACID files that predate the footer marker). Made, compared, hashed,
     shown and pickled as the frozen dataclass it was; it keeps the file, the bucket and one
-    shared :class:`_FileKind` for the rest, so that a snapshot fills three slots a file, not
+    shared :class:`FileKind` for the rest, so that a snapshot fills three slots a file, not
     six.
     """
 
@@ -92,7 +92,7 @@ class DataFile:
     )
     file: StoredFile
     bucket_id: int
-    _kind: _FileKind
+    _kind: FileKind
 
     def __init__(
         self,
@@ -103,9 +103,9 @@ class DataFile:
         invalid_write_ids: tuple[int, ...] = (),
         acid_version_marked: bool = False,
     ) -> None:
-        _set_file(self, file)
-        _set_bucket_id(self, bucket_id)
-        _set_kind(self, _FileKind(role, folder, invalid_write_ids, acid_version_marked))
+        set_file(self, file)
+        set_bucket_id(self, bucket_id)
+        set_kind(self, FileKind(role, folder, invalid_write_ids, acid_version_marked))
 
     role: FileRole = property(attrgetter("_kind.role"))  # type: ignore[assignment]
     folder: AcidDir | None = property(attrgetter("_kind.folder"))  # type: ignore[assignment]
@@ -158,9 +158,9 @@ class DataFile:
         raise FrozenInstanceError(f"cannot delete field {name!r}")
 
 
-_set_file = DataFile.file.__set__  # type: ignore[attr-defined]
-_set_bucket_id = DataFile.bucket_id.__set__  # type: ignore[attr-defined]
-_set_kind = DataFile._kind.__set__  # type: ignore[attr-defined]
+set_file = DataFile.file.__set__  # type: ignore[attr-defined]
+set_bucket_id = DataFile.bucket_id.__set__  # type: ignore[attr-defined]
+set_kind = DataFile._kind.__set__  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -230,7 +230,7 @@ class BucketSlice:
 
 
 @dataclass(frozen=True, slots=True)
-class PartitionSnapshot:
+class PartitionReadView:
     partition: Partition
     base: BaseDir | None
     base_path: str | None
@@ -240,14 +240,14 @@ class PartitionSnapshot:
 
 
 @dataclass(frozen=True)
-class TableSnapshot:
+class TableReadView:
     """The resolved table: partitions, their slices, and what was left out and why."""
 
     root: str
     write_ids: ValidWriteIdList
     txns: ValidTxnList | None
     insert_only: bool
-    partitions: tuple[PartitionSnapshot, ...]
+    partitions: tuple[PartitionReadView, ...]
     unrecognised: tuple[UnrecognisedEntry, ...] = ()
     #: The metastore's definition of the table, when it was read by name.
     definition: TableDefinition | None = None
@@ -287,27 +287,27 @@ def _slot_setters(cls: type) -> Iterator[Callable[[Any, Any], None]]:
 
 
 (
-    _set_partition,
-    _set_slice_bucket_id,
-    _set_original_files,
-    _set_base_files,
-    _set_delta_files,
-    _set_delete_delta_files,
+    set_partition,
+    set_slice_bucket_id,
+    set_original_files,
+    set_base_files,
+    set_delta_files,
+    set_delete_delta_files,
 ) = _slot_setters(BucketSlice)
 (
-    _set_delta_folder,
-    _set_delta_path,
-    _set_delta_validity,
-    _set_delta_invalid_write_ids,
+    set_delta_folder,
+    set_delta_path,
+    set_delta_validity,
+    set_delta_invalid_write_ids,
 ) = _slot_setters(ChosenDelta)
 (
-    _set_snapshot_partition,
-    _set_snapshot_base,
-    _set_snapshot_base_path,
-    _set_snapshot_deltas,
-    _set_snapshot_slices,
-    _set_snapshot_excluded,
-) = _slot_setters(PartitionSnapshot)
+    set_view_partition,
+    set_view_base,
+    set_view_base_path,
+    set_view_deltas,
+    set_view_slices,
+    set_view_excluded,
+) = _slot_setters(PartitionReadView)
 
 
 def _new_data_file(
@@ -320,9 +320,9 @@ def _new_data_file(
 ) -> DataFile:
     """``DataFile(file, role, ...)``, made without its ``__init__``."""
     data_file = object.__new__(DataFile)
-    _set_file(data_file, file)
-    _set_bucket_id(data_file, bucket_id)
-    _set_kind(data_file, _FileKind(role, folder, invalid_write_ids, acid_version_marked))
+    set_file(data_file, file)
+    set_bucket_id(data_file, bucket_id)
+    set_kind(data_file, FileKind(role, folder, invalid_write_ids, acid_version_marked))
     return data_file
 
 
@@ -336,10 +336,29 @@ def _new_bucket_slice(
 ) -> BucketSlice:
     """``BucketSlice(partition, bucket_id, ...)``, made without its ``__init__``."""
     bucket_slice = object.__new__(BucketSlice)
-    _set_partition(bucket_slice, partition)
-    _set_slice_bucket_id(bucket_slice, bucket_id)
-    _set_original_files(bucket_slice, original_files)
-    _set_base_files(bucket_slice, base_files)
-    _set_delta_files(bucket_slice, delta_files)
-    _set_delete_delta_files(bucket_slice, delete_delta_files)
+    set_partition(bucket_slice, partition)
+    set_slice_bucket_id(bucket_slice, bucket_id)
+    set_original_files(bucket_slice, original_files)
+    set_base_files(bucket_slice, base_files)
+    set_delta_files(bucket_slice, delta_files)
+    set_delete_delta_files(bucket_slice, delete_delta_files)
     return bucket_slice
+
+
+#: Old names of the read-view types, kept for one release (they warn when used).
+_DEPRECATED_NAMES = {"TableSnapshot": "TableReadView", "PartitionSnapshot": "PartitionReadView"}
+
+
+def __getattr__(name: str) -> Any:
+    new = _DEPRECATED_NAMES.get(name)
+    if new is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import warnings
+
+    warnings.warn(
+        f"{__name__}.{name} is deprecated: use {new} (the read view; 'snapshot' names the "
+        "committed output)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return globals()[new]

@@ -49,7 +49,7 @@ from .evolution import EvolutionError, column_sources, convert
 from .hive_types import HiveType, HiveTypeError, hive_field
 from .names import BaseDir, DeltaDir
 from .ranged_reads import open_data_file
-from .snapshot import BucketSlice, DataFile, FileRole, TableSnapshot
+from .read_view import BucketSlice, DataFile, FileRole, TableReadView
 from .writeids import RangeValidity, ValidWriteIdList
 
 #: Top-level columns of an ACID event file, in order, as Hive 3 names them.
@@ -167,7 +167,7 @@ def _newest_first(files: Iterable[DataFile]) -> list[DataFile]:
 
 
 def table_columns(
-    snapshot: TableSnapshot, fs: AbstractFileSystem, schema: Any = None
+    snapshot: TableReadView, fs: AbstractFileSystem, schema: Any = None
 ) -> TableColumns:
     """The table's columns: from ``schema`` when given, else from the metastore's definition
     when the table was read by name, else from the newest ACID file's ``row``

@@ -9,13 +9,13 @@ import pyarrow as pa
 from fsspec import AbstractFileSystem
 
 from .hive_types import HiveType, hive_field, infer_partition_type
-from .read_view import TableSnapshot
+from .read_view import TableReadView
 from .rows import table_columns
 from .source import TableDefinition
 
 
 def partition_columns(
-    snapshot: TableSnapshot, declared: Mapping[str, str] | None = None
+    snapshot: TableReadView, declared: Mapping[str, str] | None = None
 ) -> list[tuple[str, HiveType]]:
     """Partition columns with their Hive types: ``declared`` ones as given (``{"dt": "date"}``),
     then the metastore's (when the table was read by name), the others inferred from the
@@ -43,7 +43,7 @@ def partition_columns(
 
 
 def table_schema(
-    snapshot: TableSnapshot,
+    snapshot: TableReadView,
     fs: AbstractFileSystem,
     schema: Any = None,
     partition_types: Mapping[str, str] | None = None,

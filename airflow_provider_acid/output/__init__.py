@@ -9,7 +9,7 @@
   format over the same data files.
 
 Words: a *read view* is what Hive shows of the source table (``acid.read_view``, resolved by
-``acid.snapshot``); a *plan* fixes what an output snapshot will hold; a *snapshot* here is the
+``acid.resolution``); a *plan* fixes what an output snapshot will hold; a *snapshot* here is the
 committed output.
 """
 

@@ -54,10 +54,9 @@ from ..acid.listing import location_uri, resolve_filesystem
 from ..acid.partitions import parse_partition_component
 from .commit_lock import commit_lock
 from .parquet_files import output_schema
-from .protocol import _expire_locked as expire_locked
-from .protocol import committed_snapshots
+from .protocol import committed_snapshots, expire_locked
+from .publication import Publication, SinkError
 from .records import ExpireResult, OutputFile, SnapshotResult
-from .sinks import Publication, SinkError
 
 #: The key of the provider's record in each commit's ``commitInfo``.
 COMMIT_KEY = "airflow_acid"

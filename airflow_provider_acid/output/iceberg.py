@@ -53,8 +53,8 @@ from .iceberg_schema import (
     partition_spec,
 )
 from .protocol import committed_snapshots
+from .publication import Publication, SinkError
 from .records import ExpireResult, SnapshotResult
-from .sinks import Publication, SinkError
 
 ICEBERG_DIR = "_iceberg"
 METADATA_DIR = f"{ICEBERG_DIR}/metadata"
@@ -437,7 +437,7 @@ class IcebergSink:
     def _expire_locked(self, table: Any, keep: int, fs: Any, root: str) -> ExpireResult:
         from pyiceberg.table.snapshots import ancestors_of
 
-        from .protocol import _expire_locked as expire_folder_locked
+        from .protocol import expire_locked as expire_folder_locked
 
         metadata = table.metadata
         history = list(ancestors_of(table.current_snapshot(), metadata))  # newest first

@@ -77,7 +77,7 @@ from .records import (
     OutputFile,
     SnapshotPlan,
     SnapshotResult,
-    _now,
+    utc_now,
 )
 
 SNAPSHOTS_DIR = "_snapshots"
@@ -449,7 +449,7 @@ def _commit_locked(
         out=root,
         manifest_path=manifest_path,
         sequence=(earlier[-1].sequence + 1) if earlier else 1,
-        committed_at=_now(),
+        committed_at=utc_now(),
         table=plan.table,
         write_ids=plan.write_ids,
         txns=plan.txns,
@@ -540,10 +540,10 @@ def expire_snapshots(
         raise ValueError("keep must be at least 1: the latest snapshot is never expired")
     fs, root = resolve_filesystem(out_uri, out_filesystem, storage_options)
     with commit_lock(fs, root, f"expiry keeping {keep} snapshot(s)", wait=lock_wait):
-        return _expire_locked(fs, root, keep)
+        return expire_locked(fs, root, keep)
 
 
-def _expire_locked(fs: AbstractFileSystem, root: str, keep: int) -> ExpireResult:
+def expire_locked(fs: AbstractFileSystem, root: str, keep: int) -> ExpireResult:
     snapshots = committed_snapshots(fs, root)
     kept, expired = snapshots[-keep:], snapshots[:-keep]
     referenced = {f.path for s in kept for f in s.files}

@@ -44,7 +44,7 @@ def _checksum(body: Mapping[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
-def _now() -> str:
+def utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -194,7 +194,7 @@ class SnapshotPlan:
     settings: Mapping[str, Any]
     slices: tuple[PlannedSlice, ...]
     previous_snapshot_id: str | None = None
-    created_at: str = field(default_factory=_now)
+    created_at: str = field(default_factory=utc_now)
     #: the highest write id among the source folders the table snapshot read
     max_write_id: int = 0
     #: the metastore's definition of the table (``TableDefinition.to_dict()``), when read by name

@@ -16,57 +16,14 @@ Sinks are chosen by name (``--format`` on the CLI, ``output_format`` on the oper
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
+from .publication import Publication, Sink, SinkError
 from .records import ExpireResult, SnapshotResult
 
 OUTPUT_FORMATS = ("parquet", "iceberg", "delta")
 DEFAULT_OUTPUT_FORMAT = "parquet"
-
-
-class SinkError(RuntimeError):
-    """A table-format sink could not publish or expire (names the table and the cause)."""
-
-
-@dataclass(frozen=True)
-class Publication:
-    """A snapshot as published by a sink.
-
-    ``asset_uri`` names the published table as Airflow asset URIs go; ``table_version`` is the
-    table's own snapshot id or version (None for the Parquet folder); ``details`` is the block
-    the CLI's ``--json`` prints under the format's name (enough for a script to open the table);
-    ``newly_published`` is False when the sink already held this snapshot.
-    """
-
-    output_format: str
-    asset_uri: str
-    table_version: int | None = None
-    newly_published: bool = False
-    details: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "output_format": self.output_format,
-            "asset_uri": self.asset_uri,
-            "table_version": self.table_version,
-            "newly_published": self.newly_published,
-            "details": dict(self.details),
-        }
-
-
-class Sink(Protocol):
-    """A place committed snapshots are published to."""
-
-    output_format: str
-
-    def publish(self, result: SnapshotResult) -> Publication:
-        """Publish the committed snapshot ``result`` (idempotent)."""
-        ...
-
-    def expire(self, keep: int) -> ExpireResult:
-        """Keep the newest ``keep`` snapshots, in the sink and in the output folder."""
-        ...
 
 
 def check_output_format(value: str) -> str:
@@ -259,3 +216,20 @@ def check_sink(
         from .delta import check_timestamp_unit
 
         check_timestamp_unit(timestamp_unit)
+
+
+__all__ = [
+    "DEFAULT_OUTPUT_FORMAT",
+    "OUTPUT_FORMATS",
+    "ParquetFolderSink",
+    "Publication",
+    "PublishedSnapshot",
+    "Sink",
+    "SinkError",
+    "check_output_format",
+    "check_sink",
+    "commit_and_publish",
+    "open_sink",
+    "publish_snapshot",
+    "table_asset_uri",
+]

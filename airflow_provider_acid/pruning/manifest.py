@@ -26,236 +26,32 @@ and the metrics; it is written as JSON, JSON lines (``.jsonl``) or Parquet (``.p
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import hashlib
-import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import chain, islice, repeat
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
 from ..acid.listing import location_uri, resolve_filesystem
 from ..acid.locations import check_outside_table
-from ..acid.snapshot import (
-    BucketSlice,
-    DataFile,
-    FileRole,
-    PartitionSnapshot,
-    TableSnapshot,
-    check_placed,
-)
-from ..acid.source import TableDefinition, TableSource, storage_only_warning
-from ..acid.storage import naming, write_whole
+from ..acid.read_view import BucketSlice, DataFile, FileRole, PartitionReadView, TableReadView
+from ..acid.resolution import check_placed
+from ..acid.source import TableSource, storage_only_warning
 from .bucket_pruning import bucket_spec, possible_buckets
 from .dnf_filters import parse_dnf_filters
 from .evaluator import might_match
-from .explain import SliceVerdict, explain_slices
+from .explain import explain_slices
 from .expressions import AlwaysTrue, Expr, referenced_columns, to_sql
 from .index import FileKey, refresh
 from .index import read as read_index
+from .manifest_files import GRANULARITIES, KeptSlice, ManifestFile, PruningMetrics, SliceManifest
+from .partition_stats import partition_arrays, partitions_might_match, with_partition_columns
 from .sql_where import parse_sql_where
-
-FORMAT = "airflow-acid/slice-manifest"
-VERSION = 1
-GRANULARITIES = ("slice", "file")
-
-
-@dataclass(frozen=True)
-class PruningMetrics:
-    """What pruning skipped, and what each step cost."""
-
-    partitions_total: int
-    partitions_kept: int
-    slices_total: int
-    slices_kept: int
-    files_total: int
-    files_candidate: int
-    files_not_indexed: int
-    bytes_total: int
-    bytes_kept: int
-    #: slices of the kept partitions whose bucket cannot hold a match (Hive's bucketing hash)
-    slices_pruned_by_bucket: int = 0
-    index_read_seconds: float = 0.0
-    evaluate_seconds: float = 0.0
-    manifest_seconds: float = 0.0
-
-    @property
-    def skipping_ratio(self) -> float:
-        """Share of the snapshot's data files that cannot hold a matching row (Hudi's ratio)."""
-        if not self.files_total:
-            return 0.0
-        return 1.0 - self.files_candidate / self.files_total
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "partitions_total": self.partitions_total,
-            "partitions_kept": self.partitions_kept,
-            "slices_total": self.slices_total,
-            "slices_kept": self.slices_kept,
-            "slices_pruned_by_bucket": self.slices_pruned_by_bucket,
-            "files_total": self.files_total,
-            "files_candidate": self.files_candidate,
-            "files_not_indexed": self.files_not_indexed,
-            "bytes_total": self.bytes_total,
-            "bytes_kept": self.bytes_kept,
-            "skipping_ratio": round(self.skipping_ratio, 6),
-            "index_read_seconds": round(self.index_read_seconds, 6),
-            "evaluate_seconds": round(self.evaluate_seconds, 6),
-            "manifest_seconds": round(self.manifest_seconds, 6),
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PruningMetrics:
-        names = [f for f in cls.__dataclass_fields__]
-        return cls(**{k: data[k] for k in names if k in data})
-
-
-@dataclass(frozen=True)
-class ManifestFile:
-    """One file of a kept slice, relative to the table root."""
-
-    path: str
-    size: int
-    role: str
-    candidate: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "size": self.size,
-            "role": self.role,
-            "candidate": self.candidate,
-        }
-
-
-@dataclass(frozen=True)
-class KeptSlice:
-    """A slice that may hold matching rows; ``key`` is the table model's slice key."""
-
-    key: str
-    partition: str
-    partition_values: dict[str, str | None]
-    bucket: int
-    files: tuple[ManifestFile, ...]
-
-    @property
-    def size(self) -> int:
-        return sum(f.size for f in self.files)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "partition": self.partition,
-            "partition_values": self.partition_values,
-            "bucket": self.bucket,
-            "files": [f.to_dict() for f in self.files],
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> KeptSlice:
-        return cls(
-            key=data["key"],
-            partition=data["partition"],
-            partition_values=dict(data["partition_values"]),
-            bucket=int(data["bucket"]),
-            files=tuple(ManifestFile(**f) for f in data["files"]),
-        )
-
-
-@dataclass(frozen=True)
-class SliceManifest:
-    """The kept slices of one snapshot for one predicate."""
-
-    table: str
-    write_ids: str | None
-    txns: str | None
-    predicate: str
-    granularity: str
-    index_uri: str | None
-    slices: tuple[KeptSlice, ...]
-    metrics: PruningMetrics
-    created_at: str = field(
-        default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    )
-    #: the metastore's definition of the table (``TableDefinition``), when read by name
-    definition: TableDefinition | None = None
-    #: what a reader of the manifest should know (e.g. that it was read storage-only)
-    warnings: tuple[str, ...] = ()
-    #: every slice's verdict, kept or why pruned (``explain=True``; None otherwise)
-    verdicts: tuple[SliceVerdict, ...] | None = None
-
-    @property
-    def slice_keys(self) -> list[str]:
-        return [s.key for s in self.slices]
-
-    @property
-    def source(self) -> TableSource:
-        """The pinned source the manifest was computed from: compacting it reads the same
-        view (write-id and transaction lists) and, by name, only the kept partitions."""
-        definition = self.definition
-        if definition is not None and definition.partitions is not None:
-            kept = list(dict.fromkeys(s.partition for s in self.slices))
-            definition = definition.with_partitions(kept)
-        insert_only = definition.insert_only if definition is not None else False
-        return TableSource(
-            self.table, self.write_ids, self.txns, insert_only, definition, self.warnings
-        )
-
-    def header(self) -> dict[str, Any]:
-        return {
-            "format": FORMAT,
-            "version": VERSION,
-            "table": self.table,
-            "write_ids": self.write_ids,
-            "txns": self.txns,
-            "predicate": self.predicate,
-            "granularity": self.granularity,
-            "index_uri": self.index_uri,
-            "created_at": self.created_at,
-            "metrics": self.metrics.to_dict(),
-            "definition": self.definition.to_dict() if self.definition else None,
-            "warnings": list(self.warnings),
-            **(
-                {"verdicts": [v.to_dict() for v in self.verdicts]}
-                if self.verdicts is not None
-                else {}
-            ),
-        }
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.header(), "slices": [s.to_dict() for s in self.slices]}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SliceManifest:
-        if data.get("format") != FORMAT:
-            raise ValueError(f"not a slice manifest (format {data.get('format')!r})")
-        return cls(
-            table=data["table"],
-            write_ids=data["write_ids"],
-            txns=data.get("txns"),
-            predicate=data["predicate"],
-            granularity=data["granularity"],
-            index_uri=data.get("index_uri"),
-            slices=tuple(KeptSlice.from_dict(s) for s in data["slices"]),
-            metrics=PruningMetrics.from_dict(data["metrics"]),
-            created_at=data["created_at"],
-            definition=(
-                TableDefinition.from_dict(data["definition"]) if data.get("definition") else None
-            ),
-            warnings=tuple(data.get("warnings", ())),
-            verdicts=(
-                tuple(SliceVerdict.from_dict(v) for v in data["verdicts"])
-                if data.get("verdicts") is not None
-                else None
-            ),
-        )
-
 
 # -- predicates ------------------------------------------------------------------------------
 
@@ -272,62 +68,6 @@ def parse_predicate(where: str | Sequence[Any] | Expr | None) -> Expr:
 
 
 # -- the steps -------------------------------------------------------------------------------
-
-
-def _partition_stats(
-    typed: pa.Array, name: str, row_counts: pa.Array | None
-) -> dict[str, pa.Array]:
-    """Statistics of a partition column: every row of a file holds its folder's value.
-
-    Without row counts (the partition-level table) each partition counts as one row.
-    """
-    counts = row_counts if row_counts is not None else pa.array([1] * len(typed), pa.int64())
-    return {
-        f"{name}__min": typed,
-        f"{name}__max": typed,
-        f"{name}__nulls": pc.if_else(pc.is_null(typed), counts, pa.scalar(0, pa.int64())),
-        f"{name}__values": counts,
-        f"{name}__nans": pa.nulls(len(typed), pa.int64()),
-    }
-
-
-def _partition_arrays(
-    partitions: Sequence[Any], schema: pa.Schema, keys: Sequence[str]
-) -> dict[str, pa.Array]:
-    """Each partition column's values, one per partition, typed as the schema says."""
-    return _typed_values([p.partition.as_dict() for p in partitions], schema, keys)
-
-
-def _typed_values(
-    values: Sequence[Mapping[str, str | None]], schema: pa.Schema, keys: Sequence[str]
-) -> dict[str, pa.Array]:
-    return {
-        key: pc.cast(pa.array([v.get(key) for v in values], pa.string()), schema.field(key).type)
-        for key in keys
-    }
-
-
-def partitions_might_match(
-    expr: Expr, schema: pa.Schema, values: Sequence[Mapping[str, str | None]]
-) -> list[bool]:
-    """Which partitions (their values, ``{"dt": "2024-01-01"}``) ``expr`` might match, on
-    their values alone: data columns count as unknown. ``expr`` is bound to ``schema``."""
-    if not values:
-        return []
-    keys = [k for k in values[0] if k in schema.names]
-    table = pa.table({"row_count": pa.nulls(len(values), pa.int64())})
-    table = _with_partition_columns(table, _typed_values(values, schema, keys), None)
-    return might_match(expr, table, schema).to_pylist()
-
-
-def _with_partition_columns(
-    table: pa.Table, values: Mapping[str, pa.Array], row_counts: pa.Array | None
-) -> pa.Table:
-    """``table`` plus the statistics of the partition columns, one row per file or partition."""
-    for key, typed in values.items():
-        for name, array in _partition_stats(typed, key, row_counts).items():
-            table = table.append_column(name, array)
-    return table
 
 
 def file_key(data_file: DataFile) -> FileKey:
@@ -359,7 +99,7 @@ class _SnapshotColumns:
     @classmethod
     def collect(
         cls,
-        parts: Sequence[PartitionSnapshot],
+        parts: Sequence[PartitionReadView],
         kept: Sequence[bool],
         buckets: frozenset[int] | None = None,
     ) -> _SnapshotColumns:
@@ -425,7 +165,7 @@ def _owners(counts: pa.Array) -> pa.Array:
 
 
 def _kept_slice(
-    part: PartitionSnapshot,
+    part: PartitionReadView,
     s: BucketSlice,
     flags: list[bool],
     granularity: str,
@@ -457,7 +197,7 @@ def _kept_slice(
 
 
 def _possible_buckets(
-    snapshot: TableSnapshot,
+    snapshot: TableReadView,
     expr: Expr,
     schema: pa.Schema,
     bucketing: Mapping[str, Any] | None,
@@ -474,7 +214,7 @@ def _possible_buckets(
 
 
 def build_manifest(
-    snapshot: TableSnapshot,
+    snapshot: TableReadView,
     expr: Expr,
     schema: pa.Schema,
     index_uri: str | None = None,
@@ -507,7 +247,7 @@ def build_manifest(
 
     # 1. partitions, on their values alone (data columns unknown)
     parts = snapshot.partitions
-    part_values = _partition_arrays(parts, schema, keys)
+    part_values = partition_arrays(parts, schema, keys)
     part_kept = partitions_might_match(expr, schema, [p.partition.as_dict() for p in parts])
 
     # 1b. buckets, by Hive's bucketing hash of the values the predicate pins
@@ -536,7 +276,7 @@ def build_manifest(
     row_counts = stats.column("row_count").combine_chunks()
     file_partition = pc.take(snap.slice_partition, file_slice)
     file_values = {k: pc.take(v, file_partition) for k, v in part_values.items()}
-    stats = _with_partition_columns(stats, file_values, row_counts)
+    stats = with_partition_columns(stats, file_values, row_counts)
     mask = might_match(expr, stats, schema) if n_files else pa.array([], pa.bool_())
     mask = pc.fill_null(mask, True)  # might_match gives no nulls; unknown would mean kept
     evaluate_seconds = time.perf_counter() - evaluate_started
@@ -634,7 +374,7 @@ def _tagged(version: str, tag: str | None) -> str:
 
 
 def refresh_index(
-    snapshot: TableSnapshot,
+    snapshot: TableReadView,
     fs: AbstractFileSystem,
     index_uri: str,
     *,
@@ -739,123 +479,3 @@ def compute_manifest(
 
 
 # -- storage ---------------------------------------------------------------------------------
-
-
-def write_manifest(
-    manifest: SliceManifest, uri: str, storage_options: dict[str, Any] | None = None
-) -> str:
-    """Write as JSON, JSON lines (``.jsonl``: header line, then a slice a line) or Parquet
-    (``.parquet``: a row per file, the header in the schema metadata). Returns its URI
-    (``s3://...`` on S3, a plain path locally)."""
-    fs, path = resolve_filesystem(uri, storage_options=storage_options)
-    check_outside_table(location_uri(fs, path), manifest.table, "manifest location")
-    checksum = manifest_checksum(manifest)  # read_manifest refuses a damaged copy
-    if path.endswith(".parquet"):
-        rows = [
-            {"slice": s.key, "partition": s.partition, "bucket": s.bucket, **f.to_dict()}
-            for s in manifest.slices
-            for f in s.files
-        ]
-        table = pa.Table.from_pylist(rows, schema=_PARQUET_SCHEMA).replace_schema_metadata(
-            {
-                "airflow_acid_manifest": json.dumps(
-                    {
-                        **manifest.header(),
-                        "slices": [
-                            {k: v for k, v in s.to_dict().items() if k != "files"}
-                            for s in manifest.slices
-                        ],
-                        "checksum": checksum,
-                    }
-                )
-            }
-        )
-        sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, compression="zstd")
-        data = sink.getvalue().to_pybytes()
-    elif path.endswith(".jsonl"):
-        lines = [
-            {**manifest.header(), "checksum": checksum},
-            *(s.to_dict() for s in manifest.slices),
-        ]
-        data = "".join(json.dumps(line) + "\n" for line in lines).encode()
-    else:
-        data = json.dumps({**manifest.to_dict(), "checksum": checksum}, indent=1).encode()
-    write_whole(fs, path, data)  # a reader never opens half a manifest
-    return location_uri(fs, path)
-
-
-_PARQUET_SCHEMA = pa.schema(
-    [
-        ("slice", pa.string()),
-        ("partition", pa.string()),
-        ("bucket", pa.int32()),
-        ("path", pa.string()),
-        ("size", pa.int64()),
-        ("role", pa.string()),
-        ("candidate", pa.bool_()),
-    ]
-)
-
-
-class SliceManifestError(ValueError):
-    """A slice manifest file that cannot be read (damaged, or not a manifest); names it."""
-
-
-def read_manifest(uri: str, storage_options: dict[str, Any] | None = None) -> SliceManifest:
-    """Read a manifest written by :func:`write_manifest`, in any of its three forms; a file
-    that does not parse as one is a :class:`SliceManifestError` naming it."""
-    fs, path = resolve_filesystem(uri, storage_options=storage_options)
-    try:
-        return _read_manifest(fs, path)
-    except (
-        pa.ArrowException,
-        ValueError,
-        KeyError,
-        TypeError,
-        AttributeError,
-        IndexError,
-    ) as exc:
-        raise SliceManifestError(
-            f"{uri}: not a readable slice manifest ({type(exc).__name__}: {exc})"
-        ) from None
-
-
-def manifest_checksum(manifest: SliceManifest) -> str:
-    """sha256 of a manifest's content (its JSON form), stored with it by write_manifest."""
-    canonical = json.loads(json.dumps(manifest.to_dict(), default=str))
-    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
-
-
-def _read_manifest(fs: AbstractFileSystem, path: str) -> SliceManifest:
-    with naming(path):
-        raw = fs.cat_file(path)  # storage errors are raised here, the rest is parsing
-    try:
-        data = _parse_manifest(path, raw)
-    except OSError as exc:  # pyarrow's for a damaged Parquet file
-        raise ValueError(str(exc)) from None
-    checksum = data.pop("checksum", None)
-    manifest = SliceManifest.from_dict(data)
-    if checksum is not None and checksum != manifest_checksum(manifest):
-        raise ValueError("its checksum does not match its content")
-    return manifest
-
-
-def _parse_manifest(path: str, raw: bytes) -> dict[str, Any]:
-    if path.endswith(".parquet"):
-        table = pq.read_table(pa.BufferReader(raw))
-        data = json.loads(table.schema.metadata[b"airflow_acid_manifest"])
-        files: dict[str, list[dict[str, Any]]] = {}
-        for row in table.to_pylist():
-            files.setdefault(row["slice"], []).append(
-                {k: row[k] for k in ("path", "size", "role", "candidate")}
-            )
-        for s in data["slices"]:
-            s["files"] = files.get(s["key"], [])
-        return data
-    text = raw.decode("utf-8")
-    if path.endswith(".jsonl"):
-        lines = [json.loads(line) for line in text.splitlines() if line.strip()]
-        return {**lines[0], "slices": lines[1:]}
-    return dict(json.loads(text))

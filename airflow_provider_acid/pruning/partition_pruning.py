@@ -7,7 +7,7 @@ AND and OR are monotone, so the result holds wherever the predicate can: a parti
 out holds no matching row. It is bound to the partition columns alone, typed as the whole
 listing would type them (declared types, else inferred from the values of every partition
 found, :func:`..acid.hive_types.infer_partition_type`), and evaluated with the manifest's own
-partition step (:func:`.manifest.partitions_might_match`), so the partitions kept here are a
+partition step (:func:`.partition_stats.partitions_might_match`), so the partitions kept here are a
 superset of those the manifest keeps.
 
 A folder value that cannot be read as its column's type (``dt=someday`` for a ``date``
@@ -26,16 +26,17 @@ from fsspec import AbstractFileSystem
 from ..acid.hive_types import HiveType, hive_field, infer_partition_type
 from ..acid.partition_listing import DEFAULT_WORKERS, ScopedListing, resolve_partitions
 from ..acid.partitions import Partition
-from ..acid.read_view import TableSnapshot
+from ..acid.read_view import TableReadView
 from ..acid.schema import table_schema
 from ..acid.source import TableSource
 from . import expressions as ex
 from .binding import bind
 from .expressions import Expr, PredicateError
+from .partition_stats import partitions_might_match
 
 __all__ = [
     "PredicateFolderFilter",
-    "PredicateSnapshot",
+    "PredicateReadView",
     "partition_only",
     "partition_types_of",
     "resolve_for_predicate",
@@ -111,8 +112,6 @@ class PredicateFolderFilter:
 
 
 def _might_match(bound: Expr, schema: pa.Schema, values: list[dict[str, Any]]) -> list[bool]:
-    from .manifest import partitions_might_match
-
     return partitions_might_match(bound, schema, values)
 
 
@@ -124,11 +123,11 @@ def _one(bound: Expr, schema: pa.Schema, value: dict[str, Any]) -> bool:
 
 
 @dataclass(frozen=True)
-class PredicateSnapshot:
+class PredicateReadView:
     """The snapshot a predicate reads, its schema, the predicate bound to it, and how many
     partitions the table has (None: as many as the snapshot, or the metastore's count)."""
 
-    snapshot: TableSnapshot
+    snapshot: TableReadView
     schema: pa.Schema
     bound: Expr
     partitions_total: int | None = None
@@ -154,7 +153,7 @@ def resolve_for_predicate(
     partition_types: Mapping[str, str] | None = None,
     max_workers: int = DEFAULT_WORKERS,
     scoped: bool = True,
-) -> PredicateSnapshot:
+) -> PredicateReadView:
     """Resolve only the partitions ``expr`` can match (storage-only: partition folders listed
     level by level and filtered on their values; by name: the metastore's partitions), then
     bind ``expr`` to the table's schema.
@@ -178,7 +177,7 @@ def resolve_for_predicate(
         }
         try:
             bound_schema = table_schema(scoped.snapshot, fs, schema, types)
-            return PredicateSnapshot(
+            return PredicateReadView(
                 scoped.snapshot,
                 bound_schema,
                 bind(expr, bound_schema),
@@ -189,4 +188,4 @@ def resolve_for_predicate(
             scoped = resolve_partitions(table_uri, None, write_ids, txns, filesystem=fs)
     snapshot = scoped.snapshot
     bound_schema = table_schema(snapshot, fs, schema, partition_types)
-    return PredicateSnapshot(snapshot, bound_schema, bind(expr, bound_schema))
+    return PredicateReadView(snapshot, bound_schema, bind(expr, bound_schema))

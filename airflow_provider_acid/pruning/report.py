@@ -30,7 +30,7 @@ from typing import Any
 from ..acid.listing import location_uri, resolve_filesystem
 from ..acid.storage import write_whole
 from .explain import KEPT, STEPS
-from .manifest import SliceManifest
+from .manifest_files import SliceManifest
 
 FORMAT = "airflow-acid/pruning-report"
 VERSION = 1

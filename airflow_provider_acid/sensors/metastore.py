@@ -9,9 +9,10 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowException
 
+from ..engine.watermark import snapshot_watermark
 from ..hooks.acid import AcidHook
 from ..hooks.metastore import AcidMetastoreHook
-from ..metastore.changes import SnapshotWatermark, committed_writes_since, snapshot_watermark
+from ..metastore.changes import SnapshotWatermark, committed_writes_since
 from ..operators import lineage
 from ..operators.lineage import OpenLineageMixin
 from ..triggers.metastore import AcidMetastoreWriteTrigger

@@ -10,17 +10,26 @@ in place (Hive's cleaner removes them later).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 
-from .table_layout import Directory, Partition
+from .row_history import RowHistory
+from .table_files import TableFiles
+from .table_layout import Directory, Partition, TableLayout
+from .write_history import WriteHistory
 
-if TYPE_CHECKING:
-    from .table_writer import AcidTableWriter
+
+class SimulatedTable(Protocol):
+    """What compaction uses of a simulated table (:class:`.table_writer.AcidTableWriter`)."""
+
+    files: TableFiles
+    history: WriteHistory
+    layout: TableLayout
+    row_history: RowHistory
 
 
-def compact_major(table: AcidTableWriter, partition: Any = None) -> list[str]:
+def compact_major(table: SimulatedTable, partition: Any = None) -> list[str]:
     """Major compaction: write ``base_W_vT`` per partition from its base, deltas, originals.
 
     W is the highest write id compacted (only writes below the lowest open write are),
@@ -48,7 +57,7 @@ def compact_major(table: AcidTableWriter, partition: Any = None) -> list[str]:
     return written
 
 
-def compact_minor(table: AcidTableWriter, partition: Any = None) -> list[str]:
+def compact_minor(table: SimulatedTable, partition: Any = None) -> list[str]:
     """Minor compaction: merge the current deltas into ``delta_A_B_vT`` and
     ``delete_delta_A_B_vT`` (identities unchanged, deletes not applied).
 

@@ -14,16 +14,13 @@ import pyarrow.parquet as pq
 import pytest
 from hive_fixtures import FIXTURE_ROW_COUNTS
 
-from airflow_provider_acid.acid.compaction import (
-    CompactionOptions,
-    DeleteKeySet,
-    compact_table,
-    options_from_dict,
-    select_slices,
-)
 from airflow_provider_acid.acid.hive_types import HIVE_TYPE_KEY
+from airflow_provider_acid.acid.resolution import resolve_read_view
 from airflow_provider_acid.acid.rows import DeleteBatch, encode_bucket_v1
-from airflow_provider_acid.acid.snapshot import resolve_snapshot
+from airflow_provider_acid.engine.compaction import compact_table
+from airflow_provider_acid.engine.delete_keys import DeleteKeySet
+from airflow_provider_acid.engine.options import CompactionOptions, options_from_dict
+from airflow_provider_acid.engine.plan import select_slices
 from airflow_provider_acid.testing.table_writer import AcidTableWriter
 
 
@@ -214,7 +211,7 @@ def test_row_filter_drops_rows_and_counts_them(typed_table, tmp_path):
 
 
 def test_choosing_partitions_buckets_and_slices(typed_table, tmp_path):
-    snapshot = resolve_snapshot(typed_table.root)
+    snapshot = resolve_read_view(typed_table.root)
 
     def paths(slices):
         return {(s.partition.path, s.bucket_id) for s in slices}

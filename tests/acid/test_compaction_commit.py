@@ -20,13 +20,10 @@ import pyarrow.parquet as pq
 import pytest
 from pyarrow.fs import FSSpecHandler, PyFileSystem
 
-from airflow_provider_acid.acid.compaction import (
-    CompactionOptions,
-    compact_slice,
-    compact_table,
-    plan_snapshot,
-)
 from airflow_provider_acid.acid.rows import AcidFormatError
+from airflow_provider_acid.engine.compaction import compact_slice, compact_table
+from airflow_provider_acid.engine.options import CompactionOptions
+from airflow_provider_acid.engine.plan import plan_snapshot
 from airflow_provider_acid.output import (
     BucketResult,
     CommitError,
@@ -215,7 +212,7 @@ KILLED_RUN = textwrap.dedent(
     """
     import sys, time
     import pyarrow.parquet as pq
-    from airflow_provider_acid.acid.compaction import CompactionOptions, compact_table
+    from airflow_provider_acid.engine.compaction import CompactionOptions, compact_table
 
     write = pq.ParquetWriter.write_table
 

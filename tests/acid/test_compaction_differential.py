@@ -24,10 +24,11 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from airflow_provider_acid.acid.compaction import CompactionOptions, compact_table
 from airflow_provider_acid.acid.hive_types import HiveType
 from airflow_provider_acid.acid.names import parse_acid_dir
-from airflow_provider_acid.acid.snapshot import NotEnoughHistoryError
+from airflow_provider_acid.acid.read_view import NotEnoughHistoryError
+from airflow_provider_acid.engine.compaction import compact_table
+from airflow_provider_acid.engine.options import CompactionOptions
 from airflow_provider_acid.testing.acid_layout import (
     delete_delta_dir_name,
     write_acid_version_file,

@@ -10,7 +10,7 @@ import pytest
 
 from airflow_provider_acid.acid.listing import StoredFile
 from airflow_provider_acid.acid.names import parse_acid_dir
-from airflow_provider_acid.acid.snapshot import DataFile, FileRole
+from airflow_provider_acid.acid.read_view import DataFile, FileRole
 
 STORED = StoredFile("/t/dt=1/delta_0000002_0000004/bucket_00001", 10, "v1")
 FOLDER = parse_acid_dir("delta_0000002_0000004")

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_acid.acid import delete_keys
-from airflow_provider_acid.acid.delete_keys import DeleteKeySet
 from airflow_provider_acid.acid.rows import DeleteBatch, encode_bucket_v1
+from airflow_provider_acid.engine import delete_keys
+from airflow_provider_acid.engine.delete_keys import DeleteKeySet
 
 B0, B1 = encode_bucket_v1(0), encode_bucket_v1(1)
 

@@ -7,7 +7,8 @@ import fsspec
 import pytest
 
 from airflow_provider_acid.acid.inspection import snapshot_to_dict
-from airflow_provider_acid.acid.snapshot import FileRole, resolve_snapshot
+from airflow_provider_acid.acid.read_view import FileRole
+from airflow_provider_acid.acid.resolution import resolve_read_view
 from airflow_provider_acid.cli import main
 
 
@@ -16,7 +17,7 @@ def names(files):
 
 
 def test_nation_is_one_delta_and_two_delete_deltas(hive_table):
-    snap = resolve_snapshot(str(hive_table("nation")))
+    snap = resolve_read_view(str(hive_table("nation")))
     (slice_,) = snap.slices
     assert slice_.bucket_id == 0
     assert names(slice_.delta_files) == ["delta_0000002_0000002_0000/bucket_00000"]
@@ -26,19 +27,19 @@ def test_nation_is_one_delta_and_two_delete_deltas(hive_table):
     ]
     assert snap.excluded == () and snap.unrecognised == ()
     # A reader whose list stops at write 3 sees only the first delete delta.
-    older = resolve_snapshot(str(hive_table("nation")), "default.nation:3:9223372036854775807::")
+    older = resolve_read_view(str(hive_table("nation")), "default.nation:3:9223372036854775807::")
     assert len(older.slices[0].delete_delta_files) == 1
 
 
 def test_nation_with_original_file(hive_table):
-    (slice_,) = resolve_snapshot(str(hive_table("nation_originals"))).slices
+    (slice_,) = resolve_read_view(str(hive_table("nation_originals"))).slices
     assert names(slice_.original_files) == ["000000_0"]
     assert slice_.original_files[0].role is FileRole.ORIGINAL
     assert names(slice_.delete_delta_files) == ["delete_delta_10000001_10000001_0000/bucket_00000"]
 
 
 def test_dummy_id_data_originals_and_copies_per_bucket(hive_table):
-    snap = resolve_snapshot(str(hive_table("dummy_id_data")))
+    snap = resolve_read_view(str(hive_table("dummy_id_data")))
     assert {s.bucket_id: names(s.original_files) for s in snap.slices} == {
         0: ["000000_0"],
         1: ["000001_0"],
@@ -48,7 +49,7 @@ def test_dummy_id_data_originals_and_copies_per_bucket(hive_table):
 
 
 def test_delete_deltas_only_minor_compacted_name_wins(hive_table):
-    snap = resolve_snapshot(str(hive_table("delete_deltas_only")))
+    snap = resolve_read_view(str(hive_table("delete_deltas_only")))
     (slice_,) = snap.slices
     assert names(slice_.delete_delta_files) == [
         "delete_delta_0000004_0000004/bucket_00000",
@@ -64,19 +65,19 @@ def test_delete_deltas_only_minor_compacted_name_wins(hive_table):
     [("hcube_tbl", 1), ("hcube_tbl1", 3), ("hcube_tbl2", 2), ("hcube_tbl5", 1)],
 )
 def test_hcube_tables(hive_table, table, deltas):
-    snap = resolve_snapshot(str(hive_table(table)), "test_hcube_2.t:3:9223372036854775807::")
+    snap = resolve_read_view(str(hive_table(table)), "test_hcube_2.t:3:9223372036854775807::")
     assert len(snap.slices[0].delta_files) == deltas
     assert all(f.acid_version_marked for f in snap.files)
 
 
 def test_hcube_partitioned_table(hive_table):
-    snap = resolve_snapshot(str(hive_table("hcube_tbl6_partitioned")))
+    snap = resolve_read_view(str(hive_table("hcube_tbl6_partitioned")))
     assert [p.partition.as_dict() for p in snap.partitions] == [{"fld1": "1"}, {"fld1": "2"}]
     assert [s.key for s in snap.slices] == ["fld1=1#0", "fld1=2#0"]
 
 
 def test_load_data_raw_files_sit_in_their_delta(hive_table):
-    snap = resolve_snapshot(str(hive_table("load_data")))
+    snap = resolve_read_view(str(hive_table("load_data")))
     (slice_,) = snap.slices
     assert len(slice_.delta_files) == 2 and snap.unrecognised == ()
 
@@ -86,7 +87,7 @@ def test_the_repl_dump_layout_is_reported_not_dropped(tmp_path):
 
     table = tmp_path / "tbl6"
     shutil.copytree(FIXTURES / "hive3/repl_dump/hive/test_hcube_2/tbl6", table)
-    snap = resolve_snapshot(str(table))
+    snap = resolve_read_view(str(table))
     assert snap.slices == ()
     assert len(snap.unrecognised) == 2
     assert "folder 'data' is neither a partition" in snap.unrecognised[0].detail
@@ -103,8 +104,8 @@ def test_memory_and_local_give_identical_results(hive_table):
     memory = fsspec.filesystem("memory")
     memory.put(str(local), "/fixture/dummy_id_data", recursive=True)
     try:
-        from_local = snapshot_to_dict(resolve_snapshot(str(local)))
-        from_memory = snapshot_to_dict(resolve_snapshot("memory://fixture/dummy_id_data"))
+        from_local = snapshot_to_dict(resolve_read_view(str(local)))
+        from_memory = snapshot_to_dict(resolve_read_view("memory://fixture/dummy_id_data"))
     finally:
         memory.rm("/fixture", recursive=True)
     assert from_memory["totals"]["files"] == 6
@@ -167,6 +168,6 @@ def test_every_fixture_table_resolves_with_nothing_unrecognised(hive_table, tabl
     from hive_fixtures import FIXTURE_TABLES
 
     assert set(DATA_FILES) == set(FIXTURE_TABLES)
-    snap = resolve_snapshot(str(hive_table(table)))
+    snap = resolve_read_view(str(hive_table(table)))
     assert snap.unrecognised == ()
     assert sum(len(s.data_files) for s in snap.slices) == DATA_FILES[table]

@@ -9,12 +9,8 @@ from hypothesis import strategies as st
 
 from airflow_provider_acid.acid.listing import StoredFile
 from airflow_provider_acid.acid.names import BaseDir, DeltaDir
-from airflow_provider_acid.acid.snapshot import (
-    AcidLayoutError,
-    NotEnoughHistoryError,
-    resolve_files,
-    resolve_snapshot,
-)
+from airflow_provider_acid.acid.read_view import AcidLayoutError, NotEnoughHistoryError
+from airflow_provider_acid.acid.resolution import resolve_files, resolve_read_view
 from airflow_provider_acid.acid.writeids import NO_OPEN_ID, ValidTxnList, ValidWriteIdList
 
 
@@ -61,7 +57,7 @@ def test_one_recursive_listing_per_table_scan():
             for bucket in range(4):
                 fs.pipe(f"/t/{part}/{folder}/bucket_{bucket:05d}", b"x" * 10)
             fs.pipe(f"/t/{part}/{folder}/_orc_acid_version", b"2")
-    snap = resolve_snapshot("/t", filesystem=fs)
+    snap = resolve_read_view("/t", filesystem=fs)
     assert len(snap.slices) == 12 and len(snap.files) == 36
     assert fs.calls == Counter({"find": 1})
 

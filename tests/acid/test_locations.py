@@ -81,7 +81,7 @@ def test_a_local_symbolic_link_into_the_table_is_inside(tmp_path):
 
 
 def test_compaction_refuses_an_output_inside_the_table_and_writes_nothing(tmp_path):
-    from airflow_provider_acid.acid.compaction import compact_table
+    from airflow_provider_acid.engine.compaction import compact_table
     from airflow_provider_acid.testing import generate_demo_table
 
     table = tmp_path / "t"
@@ -95,10 +95,7 @@ def test_compaction_refuses_an_output_inside_the_table_and_writes_nothing(tmp_pa
 
 
 def test_the_on_demand_request_refuses_an_output_inside_the_table(hive_table):
-    from airflow_provider_acid.pruning.request import (
-        SnapshotRequestError,
-        validate_snapshot_request,
-    )
+    from airflow_provider_acid.engine.request import SnapshotRequestError, validate_snapshot_request
 
     table = str(hive_table("nation"))
     with pytest.raises(SnapshotRequestError, match="output_uri .* is inside the Hive table"):

@@ -29,7 +29,8 @@ from airflow_provider_acid.acid.partition_listing import (
     spec_filter,
 )
 from airflow_provider_acid.acid.partitions import Partition
-from airflow_provider_acid.acid.snapshot import UnplacedFilesError, resolve_files
+from airflow_provider_acid.acid.read_view import UnplacedFilesError
+from airflow_provider_acid.acid.resolution import resolve_files
 from airflow_provider_acid.pruning.manifest import compute_manifest
 from airflow_provider_acid.pruning.partition_pruning import (
     PredicateFolderFilter,
@@ -382,7 +383,7 @@ def test_index_partition_refreshes_that_partition_and_keeps_the_others(tmp_path)
 
 
 def test_compact_partition_lists_and_compacts_only_that_partition(tmp_path):
-    from airflow_provider_acid.acid.compaction import compact_table
+    from airflow_provider_acid.engine.compaction import compact_table
 
     root = tmp_path / "t"
     write_many_partitions(str(root), 8, rows=3)

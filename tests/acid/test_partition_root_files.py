@@ -25,16 +25,13 @@ import pyarrow.dataset as ds
 import pytest
 from hive_fixtures import FIXTURES
 
-from airflow_provider_acid.acid.compaction import CompactionOptions, compact_table, plan_snapshot
-from airflow_provider_acid.acid.snapshot import (
-    IGNORED_PREFIX,
-    FileRole,
-    UnplacedFilesError,
-    bucket_id_of,
-    check_placed,
-    resolve_snapshot,
-)
+from airflow_provider_acid.acid.listing_groups import bucket_id_of
+from airflow_provider_acid.acid.read_view import FileRole, UnplacedFilesError
+from airflow_provider_acid.acid.resolution import IGNORED_PREFIX, check_placed, resolve_read_view
 from airflow_provider_acid.cli import main
+from airflow_provider_acid.engine.compaction import compact_table
+from airflow_provider_acid.engine.options import CompactionOptions
+from airflow_provider_acid.engine.plan import plan_snapshot
 from airflow_provider_acid.pruning.manifest import compute_manifest
 
 NATION_FILE = FIXTURES / "trino/nationFile25kRowsSortedOnNationKey/bucket_00000"
@@ -90,7 +87,7 @@ def test_a_full_acid_bucket_file_at_the_partition_root_is_read_as_acid_events(tm
 
     Before: listed as unrecognised, and ``compact`` committed an empty snapshot, exit 0."""
     table = nation_at_root(tmp_path / "nation")
-    snap = resolve_snapshot(str(table))
+    snap = resolve_read_view(str(table))
     assert snap.unrecognised == ()
     (slice_,) = snap.slices
     assert slice_.bucket_id == 0
@@ -132,7 +129,7 @@ def test_names_outside_the_original_pattern_are_original_files_of_bucket_0(tmp_p
         3,
         0,
     ]
-    snap = resolve_snapshot(str(table))
+    snap = resolve_read_view(str(table))
     assert snap.unrecognised == ()
     assert {s.bucket_id: [f.file.name for f in s.original_files] for s in snap.slices} == {
         0: ["data.orc", "part-00000-1b2c.orc"],
@@ -153,7 +150,7 @@ def test_files_below_a_plain_subfolder_are_original_files_with_their_row_ids(tmp
     copy(NATION_ORIGINALS / "000000_0", table / "HIVE_UNION_SUBDIR_1" / "000000_0")
     deletes = "delete_delta_10000001_10000001_0000"
     copy(NATION_ORIGINALS / deletes, table / deletes)
-    snap = resolve_snapshot(str(table))
+    snap = resolve_read_view(str(table))
     assert snap.unrecognised == ()
     (slice_,) = snap.slices
     assert [f.path.split("/t/", 1)[1] for f in slice_.original_files] == [
@@ -180,7 +177,7 @@ def table_with_a_stray(tmp_path: Path) -> tuple[Path, str]:
 
 def test_an_unplaceable_file_fails_compact_naming_it_and_commits_nothing(tmp_path):
     table, stray = table_with_a_stray(tmp_path)
-    snap = resolve_snapshot(str(table))
+    snap = resolve_read_view(str(table))
     assert [u.path.split("/nation/", 1)[1] for u in snap.unrecognised] == [stray]
     with pytest.raises(UnplacedFilesError, match=stray) as raised:
         check_placed(snap)

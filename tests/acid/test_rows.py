@@ -19,6 +19,7 @@ from airflow_provider_acid.acid.hive_types import (
     infer_partition_type,
     partition_scalar,
 )
+from airflow_provider_acid.acid.resolution import resolve_read_view
 from airflow_provider_acid.acid.rows import (
     AcidFormatError,
     SliceReader,
@@ -26,7 +27,6 @@ from airflow_provider_acid.acid.rows import (
     encode_bucket_v1,
     table_columns,
 )
-from airflow_provider_acid.acid.snapshot import resolve_snapshot
 from airflow_provider_acid.acid.writeids import ValidWriteIdList
 from airflow_provider_acid.testing.orc_writer import write_acid_file
 
@@ -72,7 +72,7 @@ def delete(write: int, original: int, row_id: int, bucket: int = B0) -> tuple:
 
 
 def read_slice(table: Path, write_ids: str | None = None, schema=None, **kwargs):
-    snapshot = resolve_snapshot(str(table), write_ids)
+    snapshot = resolve_read_view(str(table), write_ids)
     (bucket_slice,) = snapshot.slices
     columns = table_columns(snapshot, LOCAL, schema)
     reader = SliceReader(bucket_slice, LOCAL, columns, snapshot.write_ids, **kwargs)
@@ -177,7 +177,7 @@ def test_unreadable_file_is_an_error_naming_it(tmp_path):
     path = tmp_path / "t" / "delta_0000001_0000001_0000" / "bucket_00000"
     path.parent.mkdir(parents=True)
     path.write_bytes(b"not an orc file at all")
-    snapshot = resolve_snapshot(str(tmp_path / "t"))
+    snapshot = resolve_read_view(str(tmp_path / "t"))
     with pytest.raises(AcidFormatError, match="bucket_00000"):
         table_columns(snapshot, LOCAL)
 
@@ -195,7 +195,7 @@ def test_empty_files_are_skipped(tmp_path):
 
 
 def test_original_copies_continue_row_ids_in_hive_order(hive_table):
-    snapshot = resolve_snapshot(str(hive_table("dummy_id_data")))
+    snapshot = resolve_read_view(str(hive_table("dummy_id_data")))
     bucket2 = next(s for s in snapshot.slices if s.bucket_id == 2)
     columns = table_columns(snapshot, LOCAL)
     reader = SliceReader(bucket2, LOCAL, columns, snapshot.write_ids, batch_rows=3)

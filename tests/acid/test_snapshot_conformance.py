@@ -3,13 +3,13 @@
 import pytest
 
 from airflow_provider_acid.acid.listing import StoredFile
-from airflow_provider_acid.acid.snapshot import (
+from airflow_provider_acid.acid.read_view import (
     AcidLayoutError,
     ExclusionReason,
     FileRole,
     NotEnoughHistoryError,
-    resolve_files,
 )
+from airflow_provider_acid.acid.resolution import resolve_files
 from airflow_provider_acid.acid.writeids import RangeValidity, ValidTxnList, ValidWriteIdList
 
 T = "default.t"

@@ -4,7 +4,8 @@ base's ``_metadata_acid`` makes a layout of its own (the choice is reused per la
 from __future__ import annotations
 
 from airflow_provider_acid.acid.listing import StoredFile
-from airflow_provider_acid.acid.snapshot import ExclusionReason, resolve_files
+from airflow_provider_acid.acid.read_view import ExclusionReason
+from airflow_provider_acid.acid.resolution import resolve_files
 from airflow_provider_acid.acid.writeids import ValidWriteIdList
 
 ROOT = "/t"

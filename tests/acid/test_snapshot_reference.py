@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_provider_acid.acid.listing import StoredFile
+from airflow_provider_acid.acid.listing_groups import bucket_id_of
 from airflow_provider_acid.acid.names import (
     DeltaDir,
     is_hidden,
@@ -24,16 +25,16 @@ from airflow_provider_acid.acid.names import (
     parse_bucket_file,
 )
 from airflow_provider_acid.acid.partitions import Partition, parse_partition_component
-from airflow_provider_acid.acid.read_view import _new_bucket_slice, _new_data_file
-from airflow_provider_acid.acid.snapshot import (
+from airflow_provider_acid.acid.read_view import (
     AcidLayoutError,
     BucketSlice,
     DataFile,
     FileRole,
     NotEnoughHistoryError,
-    bucket_id_of,
-    resolve_files,
+    _new_bucket_slice,
+    _new_data_file,
 )
+from airflow_provider_acid.acid.resolution import resolve_files
 from airflow_provider_acid.acid.writeids import ValidTxnList, ValidWriteIdList
 
 ROOT = "/t"

@@ -1,7 +1,7 @@
 """Partitions laid out alike are made from the first one's template, and give what the plain
 way gives.
 
-The plain way is the resolver's own walk (``_group_listing`` and ``_resolve_partition`` over
+The plain way is the resolver's own walk (``group_listing`` and ``resolve_partition`` over
 the whole listing, checked file by file in test_snapshot_reference.py). Here listings repeat
 one partition layout many times, with odd partitions and odd files among them (other
 layouts, empty files, files at the partition or table root, nested partitions, the listing
@@ -16,15 +16,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_acid.acid.alike_partitions import _Resolver
+from airflow_provider_acid.acid.acid_state import resolve_partition
+from airflow_provider_acid.acid.alike_partitions import Resolver
 from airflow_provider_acid.acid.listing import StoredFile
-from airflow_provider_acid.acid.snapshot import (
-    AcidLayoutError,
-    NotEnoughHistoryError,
-    _group_listing,
-    _resolve_partition,
-    resolve_files,
-)
+from airflow_provider_acid.acid.listing_groups import group_listing
+from airflow_provider_acid.acid.read_view import AcidLayoutError, NotEnoughHistoryError
+from airflow_provider_acid.acid.resolution import resolve_files
 from airflow_provider_acid.acid.writeids import ValidTxnList, ValidWriteIdList
 
 ROOT = "/t"
@@ -34,8 +31,8 @@ def plainly(files, write_ids=None, txns=None, insert_only=False):
     """(partitions, unrecognised) as the plain way resolves them, or the error it raises."""
     write_ids = write_ids or ValidWriteIdList.all_committed()
     try:
-        listings, unrecognised = _group_listing(ROOT, files, insert_only)
-        partitions = tuple(_resolve_partition(p, write_ids, txns, {}) for p in listings)
+        listings, unrecognised = group_listing(ROOT, files, insert_only)
+        partitions = tuple(resolve_partition(p, write_ids, txns, {}) for p in listings)
     except (AcidLayoutError, NotEnoughHistoryError) as error:
         return type(error), str(error)
     return partitions, tuple(unrecognised)
@@ -96,7 +93,7 @@ def test_partitions_laid_out_alike_are_made_as_the_plain_way_makes_them(write_id
 
 def test_the_first_partition_of_a_layout_is_the_template_of_the_others():
     files = alike_table(5)
-    resolver = _Resolver(ValidWriteIdList.all_committed(), None, False)
+    resolver = Resolver(ValidWriteIdList.all_committed(), None, False)
     for p in range(5):
         from airflow_provider_acid.acid.partitions import Partition
 
@@ -215,7 +212,7 @@ def test_metastore_partitions_laid_out_alike_are_made_as_the_plain_way_makes_the
     from fsspec.implementations.local import LocalFileSystem
 
     from airflow_provider_acid.acid.listing import list_table_files
-    from airflow_provider_acid.acid.snapshot import resolve_partition_locations
+    from airflow_provider_acid.acid.resolution import resolve_partition_locations
     from airflow_provider_acid.acid.source import PartitionLocation
 
     for p in range(6):

@@ -27,11 +27,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from mutations import Mutation, fuzz_settings, mutate_file, mutations
 
-from airflow_provider_acid.acid.compaction import compact_table
 from airflow_provider_acid.acid.evolution import EvolutionError
 from airflow_provider_acid.acid.hive_types import HiveTypeError
+from airflow_provider_acid.acid.read_view import AcidLayoutError, UnplacedFilesError
 from airflow_provider_acid.acid.rows import AcidFormatError
-from airflow_provider_acid.acid.snapshot import AcidLayoutError, UnplacedFilesError
+from airflow_provider_acid.engine.compaction import compact_table
 from airflow_provider_acid.output import CommitError, latest_snapshot
 
 #: The provider's errors for bad table data.

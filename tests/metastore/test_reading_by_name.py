@@ -18,9 +18,10 @@ from fsspec.implementations.local import LocalFileSystem
 from thrift.Thrift import TApplicationException
 
 from airflow_provider_acid import cli
-from airflow_provider_acid.acid.compaction import compact_table
-from airflow_provider_acid.acid.snapshot import resolve_snapshot
+from airflow_provider_acid.acid.resolution import resolve_read_view
 from airflow_provider_acid.acid.source import STORAGE_ONLY_WARNING
+from airflow_provider_acid.engine.compaction import compact_table
+from airflow_provider_acid.engine.sources import open_source
 from airflow_provider_acid.metastore import (
     MetastoreClient,
     MetastoreConnectionError,
@@ -32,7 +33,6 @@ from airflow_provider_acid.metastore import (
     open_table,
 )
 from airflow_provider_acid.pruning.manifest import compute_manifest
-from airflow_provider_acid.sources import open_source
 from airflow_provider_acid.testing.metastore_tables import create_table, thrift_table
 
 
@@ -160,7 +160,7 @@ def test_a_partition_outside_the_table_folder_is_read(metastore_db, tmp_path):
     assert _ids(rows) == list(range(10))
     assert sorted(set(rows.column("dt").to_pylist())) == ["2023-12-31", "2024-01-01"]
     # storage-only, from the table's folder, those rows are simply not there
-    assert len(resolve_snapshot(writer.path).partitions) == 1
+    assert len(resolve_read_view(writer.path).partitions) == 1
 
 
 def test_both_api_forms_read_the_same_definition(sales):

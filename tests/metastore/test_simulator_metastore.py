@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
-from airflow_provider_acid.acid.compaction import compact_table
+from airflow_provider_acid.engine.compaction import compact_table
 from airflow_provider_acid.metastore import NotTransactionalError, open_table, read_view
 from airflow_provider_acid.metastore.tables import partition_name, storage_uri, table_definition
 from airflow_provider_acid.testing import generate_demo_table

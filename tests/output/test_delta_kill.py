@@ -23,7 +23,7 @@ TRIALS = 6
 RUN = textwrap.dedent(
     """
     import sys
-    from airflow_provider_acid.acid.compaction import compact_table
+    from airflow_provider_acid.engine.compaction import compact_table
     from airflow_provider_acid.output.sinks import open_sink
 
     table, out = sys.argv[1], sys.argv[2]

@@ -22,7 +22,7 @@ from deltalake import DeltaTable
 from hive_fixtures import FIXTURE_ROW_COUNTS, arrange_fixture_table
 from spark_session import spark  # noqa: F401 - the session-wide fixture
 
-from airflow_provider_acid.acid.compaction import compact_table
+from airflow_provider_acid.engine.compaction import compact_table
 from airflow_provider_acid.output.delta import DeltaSink
 from airflow_provider_acid.testing import generate_demo_table
 from airflow_provider_acid.testing.table_writer import AcidTableWriter

@@ -19,7 +19,7 @@ import s3fs
 from deltalake import DeltaTable
 from hive_fixtures import arrange_fixture_table
 
-from airflow_provider_acid.acid.compaction import compact_table
+from airflow_provider_acid.engine.compaction import compact_table
 from airflow_provider_acid.output.delta import delta_storage_options
 from airflow_provider_acid.output.sinks import open_sink
 

@@ -169,7 +169,8 @@ def test_schema_from_hive_types_with_field_ids_name_mapping_and_identity_partiti
     table = AcidTableWriter(str(tmp_path / "t"), TYPED_COLUMNS, [("dt", "string")], buckets=2)
     table.insert(typed_rows(40))
     out = str(tmp_path / "out")
-    from airflow_provider_acid.acid.compaction import CompactionOptions, compact_table
+    from airflow_provider_acid.engine.compaction import compact_table
+    from airflow_provider_acid.engine.options import CompactionOptions
 
     options = CompactionOptions(partition_types={"dt": "string"})  # else inferred: date
     result = compact_table(table.root, out, write_ids=table.valid_write_ids(), options=options)
@@ -278,7 +279,7 @@ def test_metadata_files_no_snapshot_references_are_removed_by_the_next_publicati
     no committed metadata) goes with the next publication."""
     table = four_bucket_table(tmp_path / "t")
     out = str(tmp_path / "out")
-    from airflow_provider_acid.acid.compaction import compact_table
+    from airflow_provider_acid.engine.compaction import compact_table
 
     sink = open_sink("iceberg", out)
     sink.publish(compact_table(table.root, out, write_ids=table.valid_write_ids()))
@@ -349,7 +350,7 @@ def test_asset_uris_name_the_catalog_and_the_table():
 
 
 def test_an_added_column_joins_the_schema_and_a_changed_type_is_refused(tmp_path):
-    from airflow_provider_acid.acid.compaction import compact_table
+    from airflow_provider_acid.engine.compaction import compact_table
 
     table = AcidTableWriter(str(tmp_path / "t"), [("id", "bigint"), ("name", "string")])
     table.insert([{"id": i, "name": f"n{i}"} for i in range(10)])

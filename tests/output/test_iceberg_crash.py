@@ -22,8 +22,8 @@ from pathlib import Path
 
 from pyiceberg.catalog import load_catalog
 
-from airflow_provider_acid.acid.compaction import compact_table
 from airflow_provider_acid.acid.listing import resolve_filesystem
+from airflow_provider_acid.engine.compaction import compact_table
 from airflow_provider_acid.output import committed_snapshots
 from airflow_provider_acid.output.iceberg import SUMMARY_SNAPSHOT_ID, default_catalog_properties
 from airflow_provider_acid.output.sinks import open_sink
@@ -34,7 +34,7 @@ SEED = 20261201
 
 CHILD = """
 import sys
-from airflow_provider_acid.acid.compaction import compact_table
+from airflow_provider_acid.engine.compaction import compact_table
 from airflow_provider_acid.output.sinks import open_sink
 
 root, out, write_ids = sys.argv[1:4]

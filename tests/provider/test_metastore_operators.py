@@ -437,8 +437,8 @@ def test_the_cleaner_between_manifest_and_plan_fails_the_plan(airflow_db, wareho
     # The view's files are gone: the plan refuses (re-plan) rather than plan what is left.
     assert run.state == "failed"
     assert states(run)["plan"] == "failed" and latest_snapshot(str(out)) is None
-    from airflow_provider_acid.acid.compaction import SourceChangedError
-    from airflow_provider_acid.pruning.snapshots import plan_from_manifest
+    from airflow_provider_acid.engine.compaction import SourceChangedError
+    from airflow_provider_acid.engine.manifest_compaction import plan_from_manifest
 
     with pytest.raises(SourceChangedError, match=r"delta_0000001_0000001_0000/bucket_.*re-planned"):
         plan_from_manifest(xcom(run, "manifest")["manifest_uri"], str(tmp_path / "again"))

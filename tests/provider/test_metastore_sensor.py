@@ -25,6 +25,7 @@ from airflow.sdk.module_loading import import_string
 from test_example_dags import xcom
 from test_snapshot_tasks import register
 
+from airflow_provider_acid.engine.watermark import snapshot_watermark
 from airflow_provider_acid.metastore import (
     MetastoreClient,
     NotTransactionalError,
@@ -32,7 +33,7 @@ from airflow_provider_acid.metastore import (
     WriteIdListMismatchError,
     read_view,
 )
-from airflow_provider_acid.metastore.changes import committed_writes_since, snapshot_watermark
+from airflow_provider_acid.metastore.changes import committed_writes_since
 from airflow_provider_acid.sensors.metastore import AcidMetastoreWriteSensor
 from airflow_provider_acid.testing.metastore_tables import drop_database
 from airflow_provider_acid.triggers.metastore import AcidMetastoreWriteTrigger
@@ -226,7 +227,7 @@ def test_unknown_tables_and_lists_of_other_tables_are_errors(table, metastore_ur
 def test_the_watermark_of_the_last_snapshot_is_its_write_id_list(
     table, metastore_uri, metastore_conn, tmp_path
 ):
-    from airflow_provider_acid.acid.compaction import compact_table
+    from airflow_provider_acid.engine.compaction import compact_table
     from airflow_provider_acid.metastore import open_table
 
     one = table.committed()

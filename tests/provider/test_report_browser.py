@@ -23,7 +23,7 @@ import pytest
 from test_pruning_report import ReportRun, run_with_report
 
 from airflow_provider_acid.output import latest_snapshot
-from airflow_provider_acid.pruning.manifest import read_manifest
+from airflow_provider_acid.pruning.manifest_files import read_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 #: the flags a headless Chromium needs on this closed network (no sandbox: root in a container)

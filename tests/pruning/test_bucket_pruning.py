@@ -20,9 +20,9 @@ import pytest
 from airflow_provider_acid import cli
 from airflow_provider_acid.acid.bucketing import bucket_hash_code, bucket_number, bucket_of
 from airflow_provider_acid.acid.hive_types import HiveType, hive_field
+from airflow_provider_acid.acid.resolution import resolve_read_view
 from airflow_provider_acid.acid.rows import table_columns
 from airflow_provider_acid.acid.schema import table_schema
-from airflow_provider_acid.acid.snapshot import resolve_snapshot
 from airflow_provider_acid.acid.source import TableDefinition
 from airflow_provider_acid.pruning.bucket_pruning import (
     BucketSpec,
@@ -30,13 +30,15 @@ from airflow_provider_acid.pruning.bucket_pruning import (
     possible_buckets,
 )
 from airflow_provider_acid.pruning.manifest import (
-    PruningMetrics,
-    SliceManifest,
     build_manifest,
     compute_manifest,
     parse_predicate,
-    read_manifest,
     refresh_index,
+)
+from airflow_provider_acid.pruning.manifest_files import (
+    PruningMetrics,
+    SliceManifest,
+    read_manifest,
     write_manifest,
 )
 from airflow_provider_acid.pruning.metrics import format_record, metrics_record
@@ -176,7 +178,7 @@ def bucketed(tmp_path):
 
 
 def test_id_equals_v_keeps_exactly_the_bucket_the_simulator_wrote_v_to(bucketed, tmp_path):
-    snapshot = resolve_snapshot(bucketed.root)
+    snapshot = resolve_read_view(bucketed.root)
     truth = _slice_rows(snapshot)
     assert len(truth) == 8
     for key, (_, buckets) in truth.items():  # each slice holds one bucket's rows
@@ -198,7 +200,7 @@ def test_id_equals_v_keeps_exactly_the_bucket_the_simulator_wrote_v_to(bucketed,
 def test_bucket_pruning_composes_with_the_statistics(bucketed, tmp_path):
     """A slice is kept only if both keep it: the bucket rule drops the other buckets before
     the index is read; the statistics then drop the bucket whose values cannot match."""
-    snapshot = resolve_snapshot(bucketed.root)
+    snapshot = resolve_read_view(bucketed.root)
     index = str(tmp_path / "index")
     names = table_columns(snapshot, LOCAL).names  # as compute_manifest keys the index
     refresh_index(snapshot, LOCAL, index, table_columns=names)
@@ -276,7 +278,7 @@ def test_no_matching_row_is_ever_in_a_pruned_slice(tmp_path, version):
     for table in range(12):
         buckets = rng.randint(1, 16)
         writer, rows = _differential_table(str(tmp_path / f"t{table}"), rng, buckets, version)
-        snapshot = resolve_snapshot(writer.root)
+        snapshot = resolve_read_view(writer.root)
         schema = table_schema(snapshot, LOCAL)
         truth = {}
         for s in snapshot.slices:

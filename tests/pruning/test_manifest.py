@@ -12,15 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from airflow_provider_acid.acid.resolution import resolve_read_view
 from airflow_provider_acid.acid.schema import table_schema
-from airflow_provider_acid.acid.snapshot import resolve_snapshot
-from airflow_provider_acid.pruning.manifest import (
-    build_manifest,
-    compute_manifest,
-    read_manifest,
-    refresh_index,
-    write_manifest,
-)
+from airflow_provider_acid.pruning.manifest import build_manifest, compute_manifest, refresh_index
+from airflow_provider_acid.pruning.manifest_files import read_manifest, write_manifest
 from airflow_provider_acid.pruning.predicates import PredicateError, bind, evaluate_rows
 from airflow_provider_acid.testing import AcidTableWriter
 
@@ -168,7 +163,7 @@ def random_table(tmp_path_factory):
         ]
         writer.insert(rows)
     writer.delete(lambda r: r["id"] % 7 == 0)
-    snapshot = resolve_snapshot(writer.root)
+    snapshot = resolve_read_view(writer.root)
     schema = table_schema(snapshot, LOCAL, partition_types={"day": "date"})
     index = str(root / "index")
     refresh_index(snapshot, LOCAL, index)

@@ -8,8 +8,8 @@ import pyarrow.dataset as ds
 import pytest
 
 from airflow_provider_acid.cli import main
+from airflow_provider_acid.engine.manifest_compaction import compact_manifest
 from airflow_provider_acid.pruning.manifest import compute_manifest
-from airflow_provider_acid.pruning.snapshots import compact_manifest
 from airflow_provider_acid.testing import AcidTableWriter
 
 

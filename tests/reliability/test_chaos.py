@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_acid.acid.compaction import compact_table
+from airflow_provider_acid.engine.compaction import compact_table
 from airflow_provider_acid.testing import generate_demo_table
 
 REPO = Path(__file__).resolve().parents[2]

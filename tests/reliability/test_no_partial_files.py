@@ -14,7 +14,6 @@ import pyarrow.parquet as pq
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
-from airflow_provider_acid.acid.compaction import compact_slice, compact_table, plan_snapshot
 from airflow_provider_acid.acid.storage import (
     TEMPORARY_NAME,
     create_exclusive,
@@ -22,6 +21,8 @@ from airflow_provider_acid.acid.storage import (
     temporary_path,
     write_whole,
 )
+from airflow_provider_acid.engine.compaction import compact_slice, compact_table
+from airflow_provider_acid.engine.plan import plan_snapshot
 from airflow_provider_acid.output import commit_snapshot, expire_snapshots, read_manifest
 from airflow_provider_acid.output.parquet_files import BucketFileWriter
 from airflow_provider_acid.testing.table_writer import AcidTableWriter

@@ -20,9 +20,10 @@ import pytest
 import s3fs
 from pyarrow.fs import FSSpecHandler, PyFileSystem
 
-from airflow_provider_acid.acid.compaction import CompactionOptions, compact_table
 from airflow_provider_acid.acid.listing import list_table_files, resolve_filesystem
-from airflow_provider_acid.acid.snapshot import resolve_snapshot
+from airflow_provider_acid.acid.resolution import resolve_read_view
+from airflow_provider_acid.engine.compaction import compact_table
+from airflow_provider_acid.engine.options import CompactionOptions
 from airflow_provider_acid.hooks.acid import storage_options_from_extra
 from airflow_provider_acid.output import latest_snapshot
 from airflow_provider_acid.pruning.manifest import compute_manifest
@@ -148,14 +149,14 @@ def test_listing_index_refresh_compaction_and_commit_survive(
     index = f"{out}/_index"
     write_ids = writer.valid_write_ids()
     options = CompactionOptions(max_workers=2, target_file_size=4096, row_group_rows=100)
-    expected = resolve_snapshot(url, write_ids, storage_options=s3.storage_options)
+    expected = resolve_read_view(url, write_ids, storage_options=s3.storage_options)
     fs, root = resolve_filesystem(url, storage_options=s3.storage_options)
     expected_files = sorted((f.path, f.size) for f in list_table_files(fs, root))
 
     with proxy.inject(fault_for(kind)) as seen:
         fs, root = resolve_filesystem(url, storage_options=through_proxy)
         listed = sorted((f.path, f.size) for f in list_table_files(fs, root))
-        snapshot = resolve_snapshot(url, write_ids, storage_options=through_proxy)
+        snapshot = resolve_read_view(url, write_ids, storage_options=through_proxy)
         manifest = compute_manifest(
             url,
             "id >= 0",
@@ -299,7 +300,7 @@ def test_a_listing_that_always_stalls_is_a_timeout_error(s3, proxy, demo, record
     always = Fault("stall", rate=1, operations=frozenset({"ListObjectsV2"}), per_request=None)
 
     with proxy.inject(always) as seen, pytest.raises(Exception) as failed:
-        resolve_snapshot(url, storage_options=options)
+        resolve_read_view(url, storage_options=options)
 
     report(record_property, "stalled listing", "stall", seen)
     message = str(failed.value)

@@ -12,9 +12,10 @@ import pyarrow as pa
 import pyarrow.orc as pa_orc
 import pytest
 
-from airflow_provider_acid.acid.compaction import CompactionOptions, compact_table
 from airflow_provider_acid.acid.ranged_reads import PrefetchedFile, open_data_file, plan_ranges
-from airflow_provider_acid.acid.snapshot import resolve_snapshot
+from airflow_provider_acid.acid.resolution import resolve_read_view
+from airflow_provider_acid.engine.compaction import compact_table
+from airflow_provider_acid.engine.options import CompactionOptions
 from airflow_provider_acid.testing import generate_demo_table
 
 MIB = 1024 * 1024
@@ -95,7 +96,7 @@ def test_a_compaction_makes_at_most_four_requests_a_data_file(s3, tmp_path):
     local = tmp_path / "demo"
     generate_demo_table(str(local), rows_per_bucket=300)
     url = s3.upload_table(local, s3.url("prefetch-demo"))
-    files = [f for s in resolve_snapshot(url, storage_options=s3.storage_options).slices
+    files = [f for s in resolve_read_view(url, storage_options=s3.storage_options).slices
              for f in (*s.data_files, *s.delete_delta_files)]  # fmt: skip
     out = s3.url("prefetch-out")
     with s3.requests.recording() as seen:

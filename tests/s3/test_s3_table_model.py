@@ -14,7 +14,7 @@ import pytest
 
 from airflow_provider_acid.acid.changes import find_new_delta_folders
 from airflow_provider_acid.acid.inspection import snapshot_to_dict
-from airflow_provider_acid.acid.snapshot import resolve_snapshot
+from airflow_provider_acid.acid.resolution import resolve_read_view
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,8 +41,8 @@ def test_a_fixture_table_on_s3_resolves_like_its_local_copy(s3, hive_table, tabl
     local = hive_table(table)
     url = s3.upload_table(local, s3.url(table))
 
-    on_disk = resolve_snapshot(str(local), write_ids)
-    on_s3 = resolve_snapshot(url, write_ids, storage_options=s3.storage_options)
+    on_disk = resolve_read_view(str(local), write_ids)
+    on_s3 = resolve_read_view(url, write_ids, storage_options=s3.storage_options)
 
     assert on_disk.slices, "the comparison must be about a table with data"
     assert comparable(on_s3) == comparable(on_disk)
@@ -57,8 +57,8 @@ def test_a_fixture_table_on_s3_resolves_like_its_local_copy(s3, hive_table, tabl
 def test_a_table_uri_with_a_trailing_slash_resolves_the_same(s3, hive_table):
     local = hive_table("hcube_tbl6_partitioned")
     url = s3.upload_table(local, s3.url("slash"))
-    plain = resolve_snapshot(url, storage_options=s3.storage_options)
-    slashed = resolve_snapshot(url + "/", storage_options=s3.storage_options)
+    plain = resolve_read_view(url, storage_options=s3.storage_options)
+    slashed = resolve_read_view(url + "/", storage_options=s3.storage_options)
     assert comparable(slashed) == comparable(plain)
 
 
@@ -115,7 +115,7 @@ def test_a_snapshot_of_a_partitioned_table_costs_one_listing_request(s3, wide_ta
     url, key, files = wide_table
 
     with s3.requests.recording() as seen:
-        snapshot = resolve_snapshot(url, storage_options=s3.storage_options)
+        snapshot = resolve_read_view(url, storage_options=s3.storage_options)
 
     assert len(seen) == 1, [r.operation for r in seen]
     assert_one_recursive_listing(seen, s3.bucket, key)
@@ -135,11 +135,11 @@ def test_a_paginated_listing_is_still_one_listing(s3, wide_table):
     )
 
     with s3.requests.recording() as seen:
-        paged = resolve_snapshot(url, filesystem=fs)
+        paged = resolve_read_view(url, filesystem=fs)
 
     assert len(seen) == -(-files // 7)
     assert_one_recursive_listing(seen, s3.bucket, key)
-    unpaged = resolve_snapshot(url, storage_options=s3.storage_options)
+    unpaged = resolve_read_view(url, storage_options=s3.storage_options)
     assert comparable(paged) == comparable(unpaged)
 
 
@@ -164,7 +164,7 @@ def test_a_missing_table_is_an_error_naming_it(s3):
 
     url = s3.url("nowhere")
     with pytest.raises(TableLocationError, match="nowhere"):
-        resolve_snapshot(url, storage_options=s3.storage_options)
+        resolve_read_view(url, storage_options=s3.storage_options)
 
 
 def test_folder_marker_objects_are_not_files(s3, hive_table):
@@ -178,8 +178,8 @@ def test_folder_marker_objects_are_not_files(s3, hive_table):
             f"{key}/fld1=1/delta_0000001_0000001_0000/": b"",
         }
     )
-    with_markers = resolve_snapshot(url, storage_options=s3.storage_options)
-    assert comparable(with_markers) == comparable(resolve_snapshot(str(local)))
+    with_markers = resolve_read_view(url, storage_options=s3.storage_options)
+    assert comparable(with_markers) == comparable(resolve_read_view(str(local)))
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
@@ -214,7 +214,9 @@ def test_the_compose_demo_job_writes_the_table_once(s3):
     assert "PutObject" in {r.operation for r in writes}
     summary = json.loads(next(x for x in first.stdout.splitlines() if x.startswith("{")))
     assert summary["expected_rows"] > 0
-    snapshot = resolve_snapshot(url, summary["valid_write_ids"], storage_options=s3.storage_options)
+    snapshot = resolve_read_view(
+        url, summary["valid_write_ids"], storage_options=s3.storage_options
+    )
     assert len(snapshot.partitions) >= 2 and snapshot.slices
     assert "partition dt=" in first.stdout  # airflow-acid inspect's report of it
 

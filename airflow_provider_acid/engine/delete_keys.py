@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .rows import DeleteBatch
+from ..acid.rows import DeleteBatch
 
 _MAX_RUNS = 64
 

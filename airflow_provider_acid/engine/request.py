@@ -9,12 +9,12 @@ from typing import Any
 
 from ..acid.listing import resolve_filesystem
 from ..acid.locations import check_location, check_outside_table
+from ..acid.resolution import resolve_read_view
 from ..acid.schema import definition_schema, table_schema
-from ..acid.snapshot import resolve_snapshot
 from ..acid.writeids import parse_write_id_list
-from .binding import bind
-from .expressions import to_sql
-from .manifest import parse_predicate
+from ..pruning.binding import bind
+from ..pruning.expressions import to_sql
+from ..pruning.manifest import parse_predicate
 
 
 class SnapshotRequestError(ValueError):
@@ -73,7 +73,7 @@ def validate_snapshot_request(
     normalised = None
     try:
         fs, root = resolve_filesystem(table_uri, storage_options=storage_options)
-        snapshot = resolve_snapshot(root, write_ids, filesystem=fs)
+        snapshot = resolve_read_view(root, write_ids, filesystem=fs)
         schema = table_schema(snapshot, fs)
         normalised = to_sql(bind(parse_predicate(predicate), schema))
     except ValueError as exc:
@@ -108,7 +108,7 @@ def validate_named_snapshot_request(
     The metastore's errors (unknown table, not transactional, a refused connection naming host
     and port, a write-id list of another table, a missing location) are raised as they are.
     """
-    from ..sources import open_source
+    from .sources import open_source
 
     problems: list[str] = []
     write_ids = _first_checks(

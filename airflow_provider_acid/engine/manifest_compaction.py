@@ -14,23 +14,19 @@ from typing import Any
 import pyarrow as pa
 from fsspec import AbstractFileSystem
 
-from ..acid.compaction import (
-    REPLAN,
-    CompactionOptions,
-    SourceChangedError,
-    compact_slice,
-    compact_table,
-    output_schema,
-    plan_for,
-    relative_path,
-)
 from ..acid.listing import resolve_filesystem
-from ..acid.snapshot import TableSnapshot, resolve_snapshot
+from ..acid.read_view import TableReadView
+from ..acid.resolution import resolve_read_view
 from ..output import BucketResult, SnapshotPlan, SnapshotResult, read_plan
-from .binding import bind
-from .expressions import AlwaysTrue
-from .manifest import SliceManifest, parse_predicate, read_manifest
-from .row_evaluation import evaluate_rows
+from ..output.parquet_files import output_schema
+from ..pruning.binding import bind
+from ..pruning.expressions import AlwaysTrue
+from ..pruning.manifest import parse_predicate
+from ..pruning.manifest_files import SliceManifest, read_manifest
+from ..pruning.row_evaluation import evaluate_rows
+from .compaction import REPLAN, SourceChangedError, compact_slice, compact_table
+from .options import CompactionOptions
+from .plan import plan_for, relative_path
 
 RowFilter = Callable[[pa.Table], pa.Array]
 
@@ -71,12 +67,12 @@ def _load(manifest: SliceManifest | str, storage_options: dict[str, Any] | None)
 
 def _resolve_manifest(
     manifest: SliceManifest, storage_options: dict[str, Any] | None
-) -> tuple[TableSnapshot, AbstractFileSystem]:
+) -> tuple[TableReadView, AbstractFileSystem]:
     """The manifest's pinned source, resolved again, with every file the manifest kept still
     there: a file that vanished since (Hive's Cleaner, after a compaction the pinned view does
     not see) would otherwise be missing from the plan, and its rows from the snapshot."""
     fs, _ = resolve_filesystem(manifest.table, storage_options=storage_options)
-    snapshot = resolve_snapshot(manifest.source, filesystem=fs)
+    snapshot = resolve_read_view(manifest.source, filesystem=fs)
     now = {s.key: {relative_path(snapshot.root, f.path) for f in s.files} for s in snapshot.slices}
     vanished = [
         f.path for s in manifest.slices for f in s.files if f.path not in now.get(s.key, ())

@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from .rows import DeleteBatch
+from ..acid.rows import DeleteBatch
 
 #: Bytes per delete key assumed at the peak of building a bucket's set (see above).
 PEAK_BYTES_PER_KEY = 48

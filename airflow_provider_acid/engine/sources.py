@@ -1,7 +1,7 @@
 """A table by location or by name, as the one :class:`TableSource` every step reads.
 
 The CLI and the operators turn their arguments into a source here, then hand it to the library
-call they make (``compute_manifest``, ``compact_table``, ``resolve_snapshot``, ...):
+call they make (``compute_manifest``, ``compact_table``, ``resolve_read_view``, ...):
 
 * by name (``table="db.tbl"`` and a metastore): the metastore's definition (columns,
   partition columns and types, bucketing, ACID kind), only the partitions a predicate's
@@ -16,15 +16,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .acid.schema import definition_schema
-from .acid.source import TableDefinition, TableSource
-from .acid.writeids import ValidTxnList, parse_write_id_list
+from ..acid.schema import definition_schema
+from ..acid.source import TableDefinition, TableSource
+from ..acid.writeids import ValidTxnList, parse_write_id_list
 
 
 def _spec_filter(partitions: Sequence[str | Mapping[str, Any]]):
-    from .acid.compaction import _partition_specs
+    from ..acid.partition_listing import partition_specs
 
-    specs = _partition_specs(partitions)
+    specs = partition_specs(partitions)
 
     def keep(values: Sequence[Mapping[str, str | None]]) -> list[bool]:
         return [any(all(v.get(k) == s[k] for k in s) for s in specs) for v in values]
@@ -33,9 +33,10 @@ def _spec_filter(partitions: Sequence[str | Mapping[str, Any]]):
 
 
 def _predicate_filter(where: Any):
-    from .pruning.binding import bind
-    from .pruning.expressions import AlwaysTrue
-    from .pruning.manifest import parse_predicate, partitions_might_match
+    from ..pruning.binding import bind
+    from ..pruning.expressions import AlwaysTrue
+    from ..pruning.manifest import parse_predicate
+    from ..pruning.partition_stats import partitions_might_match
 
     expr = parse_predicate(where)
     if isinstance(expr, AlwaysTrue):
@@ -85,8 +86,8 @@ def open_source(
         raise ValueError(
             f"table {table!r} is read by name: give the metastore (thrift://HOST:PORT)"
         )
-    from .metastore.source import open_table
-    from .metastore.view import check_view_table
+    from ..metastore.source import open_table
+    from ..metastore.view import check_view_table
 
     by_spec = _spec_filter(partitions) if partitions else None
     by_predicate = _predicate_filter(where)
