@@ -39,7 +39,14 @@ from fsspec.implementations.local import LocalFileSystem
 
 from .storage import naming
 
-__all__ = ["CHUNK_BYTES", "DEPTH", "SMALL_BYTES", "PrefetchedFile", "open_data_file"]
+__all__ = [
+    "CHUNK_BYTES",
+    "DEPTH",
+    "SMALL_BYTES",
+    "PrefetchedFile",
+    "ReadOnlyFile",
+    "open_data_file",
+]
 
 #: Objects up to this size are fetched whole in one GET.
 SMALL_BYTES = 8 * 1024 * 1024
@@ -104,7 +111,69 @@ def _orc_stripes(handle: Any) -> list[tuple[int, int]] | None:
         return None
 
 
-class PrefetchedFile(io.RawIOBase):
+class ReadOnlyFile(io.RawIOBase):
+    """A read-only, seekable file of ``size`` bytes at ``path``: a subclass gives
+    ``_read_span(start, end)``, the bytes from ``start`` to ``end`` (within the file)."""
+
+    def __init__(self, path: str, size: int) -> None:
+        super().__init__()
+        self._path = path
+        self._size = size
+        self._position = 0
+
+    def _read_span(self, start: int, end: int) -> bytes:
+        raise NotImplementedError
+
+    @property
+    def name(self) -> str:
+        return self._path
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._position
+
+    def size(self) -> int:
+        return self._size
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_SET:
+            position = offset
+        elif whence == io.SEEK_CUR:
+            position = self._position + offset
+        elif whence == io.SEEK_END:
+            position = self._size + offset
+        else:
+            raise ValueError(f"invalid whence {whence}")
+        if position < 0:
+            raise OSError(f"{self._path}: negative seek position {position}")
+        self._position = position
+        return position
+
+    def read(self, size: int | None = -1) -> bytes:
+        start = self._position
+        end = self._size if size is None or size < 0 else min(self._size, start + size)
+        if end <= start:
+            return b""
+        data = self._read_span(start, end)
+        self._position = end
+        return data
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+
+class PrefetchedFile(ReadOnlyFile):
     """A read-only, seekable file of ``size`` bytes whose ranges are fetched ahead of the reads
     (see the module docstring). ``requests`` counts the GETs made, ``extra_reads`` those made
     for reads outside what was planned or already dropped, ``peak_held_bytes`` the most bytes
@@ -121,13 +190,10 @@ class PrefetchedFile(io.RawIOBase):
         depth: int = DEPTH,
         tail_bytes: int = TAIL_BYTES,
     ) -> None:
-        super().__init__()
+        super().__init__(path, size)
         if depth < 1:
             raise ValueError(f"depth must be at least 1, not {depth}")
         self._fs = fs
-        self._path = path
-        self._size = size
-        self._position = 0
         self._depth = depth
         self._held: dict[int, Future[bytes]] = {}
         self._lock = threading.Lock()
@@ -201,38 +267,6 @@ class PrefetchedFile(io.RawIOBase):
     def _range_of(self, offset: int) -> int:
         return bisect.bisect_right(self._ranges, (offset, float("inf"))) - 1
 
-    # -- the file interface -------------------------------------------------------------
-
-    @property
-    def name(self) -> str:
-        return self._path
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._position
-
-    def size(self) -> int:
-        return self._size
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        if whence == io.SEEK_SET:
-            position = offset
-        elif whence == io.SEEK_CUR:
-            position = self._position + offset
-        elif whence == io.SEEK_END:
-            position = self._size + offset
-        else:
-            raise ValueError(f"invalid whence {whence}")
-        if position < 0:
-            raise OSError(f"{self._path}: negative seek position {position}")
-        self._position = position
-        return position
-
     def _read_span(self, start: int, end: int) -> bytes:
         pieces = []
         index = self._range_of(start)
@@ -251,23 +285,6 @@ class PrefetchedFile(io.RawIOBase):
             start = stop
             index += 1
         return pieces[0] if len(pieces) == 1 else b"".join(pieces)
-
-    def read(self, size: int | None = -1) -> bytes:
-        start = self._position
-        end = self._size if size is None or size < 0 else min(self._size, start + size)
-        if end <= start:
-            return b""
-        data = self._read_span(start, end)
-        self._position = end
-        return data
-
-    def readall(self) -> bytes:
-        return self.read(-1)
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.read(len(memoryview(buffer).cast("B")))
-        memoryview(buffer).cast("B")[: len(data)] = data
-        return len(data)
 
     def close(self) -> None:
         with self._lock:
