@@ -153,9 +153,11 @@ class BucketFileWriter:
             self._temporary = None
             if not _is_object_store(self.fs):
                 self.fs.makedirs(posixpath.dirname(absolute), exist_ok=True)
-            # buffered in parts of PART_BYTES: a larger file is a multipart upload, its parts
-            # sent as it is written, completed (visible) only when it is closed
-            self._handle = self.fs.open(absolute, "wb", block_size=PART_BYTES)
+            # buffered in parts of PART_BYTES (or the filesystem's smaller block size): a larger
+            # file is a multipart upload, its parts sent as it is written, completed (visible)
+            # only when it is closed
+            part = min(PART_BYTES, getattr(self.fs, "default_block_size", None) or PART_BYTES)
+            self._handle = self.fs.open(absolute, "wb", block_size=part)
         compression = self.settings["compression"]
         self._writer = pq.ParquetWriter(
             self._handle,
