@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from .acid.inspection import format_snapshot, snapshot_to_dict
+from .acid.inspection import format_read_view, read_view_to_dict
 from .acid.resolution import resolve_read_view
 from .cli_progress import is_terminal, progress_line
 
@@ -39,9 +39,9 @@ def _inspect(args: argparse.Namespace) -> int:
     else:
         snapshot = resolve_read_view(source)
     if args.json:
-        print(json.dumps(snapshot_to_dict(snapshot), indent=2))
+        print(json.dumps(read_view_to_dict(snapshot), indent=2))
     else:
-        print(format_snapshot(snapshot))
+        print(format_read_view(snapshot))
     return 0
 
 

@@ -24,7 +24,13 @@ def source_of(
     """The table the arguments name: by ``--table`` through ``--metastore``, or TABLE_URI.
 
     Storage-only without a write-id list: the warning goes to stderr (never to stdout, which
-    scripts parse)."""
+    scripts parse).
+
+    :param args: the parsed arguments.
+    :param where: a predicate choosing the partitions listed, by name.
+    :param partitions: partition specs choosing them.
+    :param current_txn: the command's own read transaction, if it opened one.
+    """
     from .engine.sources import open_source
 
     source = open_source(
@@ -44,7 +50,11 @@ def source_of(
 
 
 def warn_left_out(args: argparse.Namespace, warnings: Sequence[str]) -> None:
-    """What ``--ignore-unrecognised`` left out, on stderr (the output records it too)."""
+    """What ``--ignore-unrecognised`` left out, on stderr (the output records it too).
+
+    :param args: the parsed arguments.
+    :param warnings: the files left out, as warnings.
+    """
     from .acid.resolution import IGNORED_PREFIX
 
     for warning in warnings:
@@ -53,6 +63,10 @@ def warn_left_out(args: argparse.Namespace, warnings: Sequence[str]) -> None:
 
 
 def metastore_address(args: argparse.Namespace) -> Any:
+    """The ``--metastore`` argument as an address (None without one).
+
+    :param args: the parsed arguments.
+    """
     if not args.metastore:
         return None
     from .metastore.connection import MetastoreAddress
@@ -63,7 +77,10 @@ def metastore_address(args: argparse.Namespace) -> Any:
 
 
 def add_table_arguments(parser: argparse.ArgumentParser) -> None:
-    """TABLE_URI, or ``--metastore`` and ``--table``; the write-id and transaction lists."""
+    """TABLE_URI, or ``--metastore`` and ``--table``; the write-id and transaction lists.
+
+    :param parser: the command's parser.
+    """
     parser.add_argument(
         "table_uri",
         nargs="?",

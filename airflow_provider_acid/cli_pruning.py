@@ -128,6 +128,11 @@ def _bucketing_option(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def add_index_and_manifest(commands: Any, common: argparse.ArgumentParser) -> None:
+    """Add the ``index`` and ``manifest`` commands.
+
+    :param commands: the subparsers of ``airflow-acid``.
+    :param common: the parser of the options every command takes.
+    """
     index = commands.add_parser(
         "index",
         parents=[common],

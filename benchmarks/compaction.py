@@ -386,7 +386,6 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "_run":
         _child(argv[1], argv[2], argv[3], int(argv[4]), argv[5])
         return 0
-        return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--buckets", type=int, default=4)
     parser.add_argument("--rows-per-bucket", type=int, default=1_000_000)

@@ -267,11 +267,21 @@ def resolve_for_plan(
     *,
     strict: bool = True,
 ) -> tuple[TableReadView, AbstractFileSystem, dict[str, str]]:
-    """The snapshot, of only the given partitions' folders when ``partitions`` names some and
-    the table is read storage-only (:mod:`.partition_listing`; with ``strict`` a spec matching
+    """The read view, of only the given partitions' folders when ``partitions`` names some and
+    the table is read storage-only (:mod:`..acid.partition_listing`; with ``strict`` a spec matching
     no partition is an error naming it, else the table is listed whole); and then the
     partition columns' types as every partition folder found gives them (what a whole
-    listing infers), else ``{}``."""
+    listing infers), else ``{}``.
+
+    :param table_uri: the table's location, or its source.
+    :param write_ids: the reader's write-id list (None: the source's, or all committed).
+    :param txns: the reader's transaction list.
+    :param insert_only: the table is insert-only.
+    :param filesystem: the filesystem to read it with (None: from the location).
+    :param storage_options: fsspec options for it.
+    :param partitions: partition specs to list only (None: the whole table).
+    :param strict: a spec matching no partition is an error.
+    """
     location = table_uri.location if isinstance(table_uri, TableSource) else table_uri
     fs, _ = resolve_filesystem(location, filesystem, storage_options)
     if isinstance(write_ids, str):
@@ -308,7 +318,11 @@ def resolve_for_plan(
 
 
 def with_partition_types(options: CompactionOptions, types: Mapping[str, str]) -> CompactionOptions:
-    """``options`` with the partition types of the whole table (declared ones first)."""
+    """``options`` with the partition types of the whole table (declared ones first).
+
+    :param options: the compaction options.
+    :param types: partition column -> Hive type, as the listing found them.
+    """
     if not types:
         return options
     declared = {k.lower() for k in options.partition_types or {}}

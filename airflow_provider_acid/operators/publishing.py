@@ -27,7 +27,10 @@ METRIC_PREFIX = "acid"
 
 
 def output_format_argument(value: str) -> str:
-    """``output_format`` checked at DAG parse time, unless it is a template."""
+    """``output_format`` checked at DAG parse time, unless it is a template.
+
+    :param value: the ``output_format`` argument.
+    """
     return value if "{{" in str(value) else check_output_format(value)
 
 
@@ -41,7 +44,15 @@ def publish_and_expire(
 ) -> dict[str, Any]:
     """After the manifest's commit: publish the snapshot with the task's ``output_format``
     (an Iceberg or Delta commit over the same files), add the asset events, then expire all
-    but the newest ``keep`` snapshots through the same sink (None: keep all)."""
+    but the newest ``keep`` snapshots through the same sink (None: keep all).
+
+    :param task: the commit task.
+    :param context: the task's Airflow context.
+    :param hook: the storage hook of the output.
+    :param result: the committed snapshot.
+    :param keep: how many snapshots to keep (None: all).
+    :param summary: what the task returns, completed here.
+    """
     output_format = check_output_format(task.output_format)
     if output_format == DEFAULT_OUTPUT_FORMAT:
         _publish_asset_events(context, task.outlets, summary)
@@ -103,7 +114,10 @@ def _expire_older(
 
 
 def keep_count(value: int | str | None) -> int | None:
-    """``keep_snapshots`` as given or rendered from a template: None, "" or "none" keep all."""
+    """``keep_snapshots`` as given or rendered from a template: None, "" or "none" keep all.
+
+    :param value: the ``keep`` argument.
+    """
     if value is None or str(value).strip().lower() in ("", "none"):
         return None
     try:
@@ -119,7 +133,13 @@ def add_to_report(task: Any, hook: AcidHook, context: Any, result: Any) -> None:
     """The commit's rows per partition, added to the manifest task's pruning report.
 
     The snapshot is committed already: a report that cannot be updated is a warning, not a
-    failure (retrying the task would not change it)."""
+    failure (retrying the task would not change it).
+
+    :param task: the commit task.
+    :param hook: the storage hook of the output.
+    :param context: the task's Airflow context.
+    :param result: the committed snapshot.
+    """
     given = none_if_blank(task.report_uri)
     run_id = context.get("run_id") if hasattr(context, "get") else None
     uri = hook.resolve_uri(given) if given else None
@@ -156,6 +176,11 @@ def _publish_asset_events(context: Any, outlets: Sequence[Any], summary: Mapping
 
 
 def emit_stats(record: Mapping[str, Any], table: str) -> None:
+    """Send a run's pruning and compaction figures to Airflow's metrics backend.
+
+    :param record: the metrics record.
+    :param table: the table, as the metrics' tag.
+    """
     tags = {"table": table, "partition": "all"}
     pruning = record.get("pruning")
     if pruning:

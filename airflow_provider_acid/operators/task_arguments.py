@@ -26,10 +26,19 @@ from . import lineage
 def compaction_options(
     partition_types: Mapping[str, str] | None, **kwargs: Any
 ) -> CompactionOptions:
+    """The compaction options of a task.
+
+    :param partition_types: Hive types of partition columns (None or empty: inferred).
+    :param kwargs: the other :class:`CompactionOptions` fields.
+    """
     return CompactionOptions(partition_types=dict(partition_types or {}) or None, **kwargs)
 
 
 def none_if_blank(value: Any) -> Any:
+    """None for a blank text (a templated argument left empty), else the value as given.
+
+    :param value: the argument.
+    """
     return None if isinstance(value, str) and not value.strip() else value
 
 
@@ -38,7 +47,12 @@ def table_arguments(
 ) -> tuple[str | None, str | None, str | None]:
     """``(table_uri, table, metastore_conn_id)`` with blanks as None, checked: exactly one of
     ``table_uri`` and ``table``; a metastore connection only with ``table`` (by name, the
-    hook's default connection when none is named)."""
+    hook's default connection when none is named).
+
+    :param table_uri: the table's location.
+    :param table: the table's name (DB.TABLE).
+    :param metastore_conn_id: the metastore connection (with ``table`` only).
+    """
     table_uri, table = none_if_blank(table_uri), none_if_blank(table)
     metastore_conn_id = none_if_blank(metastore_conn_id)
     if table_uri and table:
@@ -72,7 +86,18 @@ def open_task_source(
     txns: str | None = None,
     current_txn: int | None = None,
 ) -> TableSource:
-    """The table's source (``engine.sources.open_source``), logged by name."""
+    """The table's source (``engine.sources.open_source``), logged by name.
+
+    :param task: the task (for its log).
+    :param hook: the storage hook (its storage options).
+    :param table_uri: the table's location.
+    :param table: the table's name.
+    :param metastore: the metastore (URI, address or client), with ``table``.
+    :param where: a predicate choosing the partitions listed, by name.
+    :param write_ids: a write-id list to read with instead of the metastore's.
+    :param txns: its transaction list.
+    :param current_txn: the task's own read transaction, if it opened one.
+    """
     from ..engine.sources import open_source
 
     source = open_source(
@@ -109,12 +134,22 @@ def replan_needed() -> Iterator[None]:
 
 
 def log_warnings(task: Any, warnings: Sequence[str]) -> None:
+    """Log each warning in the task's log.
+
+    :param task: the task.
+    :param warnings: the warnings.
+    """
     for warning in warnings:
         task.log.warning("%s", warning)
 
 
 def lineage_of_slice(hook: AcidHook, out: str, result: BucketResult) -> lineage.RunLineage:
-    """A mapped task's lineage: its plan names the table and the columns."""
+    """A mapped task's lineage: its plan names the table and the columns.
+
+    :param hook: the storage hook of the output.
+    :param out: the output location.
+    :param result: the slice's compaction result.
+    """
     from ..acid.listing import resolve_filesystem
     from ..output import read_plan
 
@@ -124,7 +159,10 @@ def lineage_of_slice(hook: AcidHook, out: str, result: BucketResult) -> lineage.
 
 def lineage_of_arguments(task: Any) -> lineage.RunLineage | None:
     """The table a task names in its arguments (before it runs): by name, the metastore
-    connection's ``hive://HOST:PORT``; by location, the storage location."""
+    connection's ``hive://HOST:PORT``; by location, the storage location.
+
+    :param task: the task.
+    """
     table_uri = none_if_blank(getattr(task, "table_uri", None))
     table = none_if_blank(getattr(task, "table", None))
     if table:
@@ -138,5 +176,10 @@ def lineage_of_arguments(task: Any) -> lineage.RunLineage | None:
 
 
 def manifest_uri_for(output_uri: str, run_id: str | None) -> str:
+    """Where a run's slice manifest is written below the output.
+
+    :param output_uri: the output location.
+    :param run_id: the DAG run id (None: ``manual``).
+    """
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in (run_id or "manual"))
     return posixpath.join(output_uri.rstrip("/"), "_manifests", f"{safe}.json")

@@ -78,13 +78,20 @@ EMPTY_TABLES = {"size": FILES_SCHEMA.empty_table(), "column": RECORD_SCHEMA.empt
 
 
 def as_array(col: Any) -> pa.Array:
+    """A column as one contiguous array.
+
+    :param col: a pyarrow Array or ChunkedArray.
+    """
     if not isinstance(col, pa.ChunkedArray):
         return col
     return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()  # no copy of one
 
 
 def arange(n: int) -> pa.Array:
-    """0 .. n-1 as int64, built in Arrow (``pa.array(range(n))`` makes n Python ints)."""
+    """0 .. n-1 as int64, built in Arrow (``pa.array(range(n))`` makes n Python ints).
+
+    :param n: how many.
+    """
     return pc.indices_nonzero(pa.repeat(pa.scalar(True), n)).cast(pa.int64())
 
 
@@ -143,7 +150,11 @@ class RefreshResult:
 
 
 def aligned(values: Any, paths: Any) -> bool:
-    """Whether ``values`` and ``paths`` are the same, row by row (one comparison per row)."""
+    """Whether ``values`` and ``paths`` are the same, row by row (one comparison per row).
+
+    :param values: the paths of one column's records.
+    :param paths: the paths of the segment's files.
+    """
     return (
         len(paths) == len(values)
         and paths.null_count == 0
@@ -159,5 +170,8 @@ def positions_in(values: pa.Array, paths: pa.Array) -> pa.Array:
     Records are written in the order of their segment's files, and a snapshot often lists its
     files in the order they were indexed, so the common case is a plain alignment, checked
     cheaply instead of hashing every path.
+
+    :param values: the values to look up.
+    :param paths: the values to find them in.
     """
     return arange(len(values)) if aligned(values, paths) else pc.index_in(values, value_set=paths)

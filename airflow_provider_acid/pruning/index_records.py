@@ -66,6 +66,11 @@ def _dec_text(value: decimal.Decimal) -> str:
 
 
 def stats_tables(all_stats: Sequence[FileStats], sizes: dict[str, FileKey]) -> tuple:
+    """The files table and the per-column records tables of ``all_stats``.
+
+    :param all_stats: the files' statistics, as read from their footers.
+    :param sizes: each file's key by path (its size and version).
+    """
     files_rows = {name: [] for name in FILES_SCHEMA.names}
     by_column: dict[str, list[dict]] = {}
     for st in all_stats:
@@ -97,4 +102,8 @@ def _from_lists(data: dict[str, list], schema: pa.Schema) -> pa.Table:
 
 
 def empty_table(schema: pa.Schema) -> pa.Table:
+    """An empty table of ``schema``.
+
+    :param schema: the schema.
+    """
     return EMPTY_TABLES[schema.names[1]]

@@ -35,6 +35,11 @@ from .index_format import (
 
 
 def index_filesystem(index_uri: str, storage_options: dict | None) -> tuple[Any, str]:
+    """The filesystem and root folder of an index location.
+
+    :param index_uri: the index location (any fsspec URL).
+    :param storage_options: fsspec options for it.
+    """
     from fsspec.core import url_to_fs
 
     fs, root = url_to_fs(index_uri, **(storage_options or {}))
@@ -42,12 +47,22 @@ def index_filesystem(index_uri: str, storage_options: dict | None) -> tuple[Any,
 
 
 def pointer_path(root: str, version: int) -> str:
+    """The pointer file of index version ``version``.
+
+    :param root: the index folder.
+    :param version: the version number.
+    """
     return f"{root}/_pointers/v{version:020d}.json"
 
 
 def list_pointers(fs: Any, root: str) -> list[tuple[int, str]]:
     # Object-store filesystems cache listings for the instance's life (fsspec shares it in a
     # process): a version published since, by another process, must not be missed.
+    """The index's version pointers, oldest first: (version, path).
+
+    :param fs: the index's filesystem.
+    :param root: the index folder.
+    """
     fs.invalidate_cache(f"{root}/_pointers")
     try:
         names = fs.ls(f"{root}/_pointers", detail=False)
@@ -62,7 +77,11 @@ def list_pointers(fs: Any, root: str) -> list[tuple[int, str]]:
 
 
 def load_pointer(fs: Any, root: str) -> tuple[int, list[dict]]:
-    """The newest complete version: (version, segments); (0, []) for a new index."""
+    """The newest complete version: (version, segments); (0, []) for a new index.
+
+    :param fs: the index's filesystem.
+    :param root: the index folder.
+    """
     pointers = list_pointers(fs, root)
     unreadable = []
     for version, path in reversed(pointers):
@@ -116,6 +135,11 @@ DAMAGED_ERRORS = (pa.ArrowException, OSError, ValueError, KeyError, IndexError, 
 
 
 def damaged_error(path: str, exc: BaseException) -> IndexFormatError:
+    """The error for an index file that cannot be read, naming it.
+
+    :param path: the file.
+    :param exc: what reading it raised.
+    """
     if isinstance(exc, FileNotFoundError):
         return IndexFormatError(f"{path}: missing, though the index pointer lists it")
     return IndexFormatError(f"{path}: damaged index file ({type(exc).__name__}: {exc})")
@@ -123,7 +147,11 @@ def damaged_error(path: str, exc: BaseException) -> IndexFormatError:
 
 def fetch_bytes(fs: Any, path: str) -> bytes:
     """An index file's bytes, fetched whole in one request: a range from 0 (s3fs asks for the
-    object's size first when no range is given, a round trip more per file)."""
+    object's size first when no range is given, a round trip more per file).
+
+    :param fs: the index's filesystem.
+    :param path: the file to read.
+    """
     try:
         with naming(path):
             try:
@@ -138,7 +166,12 @@ def fetch_bytes(fs: Any, path: str) -> bytes:
 
 def read_parquet_table(fs: Any, path: str, columns: Sequence[str] | None = None) -> pa.Table:
     """Some columns (all when None) of an index file, fetched whole in one request (a reader
-    needs most of its bytes anyway) and decoded from memory."""
+    needs most of its bytes anyway) and decoded from memory.
+
+    :param fs: the index's filesystem.
+    :param path: the Parquet file.
+    :param columns: the columns to read (None: all).
+    """
     raw = fetch_bytes(fs, path)
     try:
         return pq.read_table(pa.BufferReader(raw), columns=list(columns) if columns else None)
@@ -152,6 +185,10 @@ def _segment_id() -> str:
 
 
 def segment_time(seg_id: str) -> dt.datetime | None:
+    """When a segment was written, from its id (None if the id carries no time).
+
+    :param seg_id: the segment id.
+    """
     m = re.match(r"^seg-(\d{8}T\d{6})-", seg_id)
     if not m:
         return None
@@ -159,6 +196,14 @@ def segment_time(seg_id: str) -> dt.datetime | None:
 
 
 def write_segment(fs: Any, root: str, files: pa.Table, columns: dict[str, pa.Table]) -> dict:
+    """Write one new segment (its files table and one records file per column) and return its
+    pointer entry.
+
+    :param fs: the index's filesystem.
+    :param root: the index folder.
+    :param files: the segment's files (``FILES_SCHEMA``).
+    :param columns: per column, the records of those files (``RECORD_SCHEMA``).
+    """
     seg_id = _segment_id()
     base = f"{root}/segments/{seg_id}"
     paths = as_array(files.column("path"))
@@ -176,6 +221,12 @@ def write_segment(fs: Any, root: str, files: pa.Table, columns: dict[str, pa.Tab
 
 
 def read_segment_files(fs: Any, root: str, seg: dict) -> pa.Table:
+    """The files table of a segment.
+
+    :param fs: the index's filesystem.
+    :param root: the index folder.
+    :param seg: the segment's pointer entry.
+    """
     return read_parquet_table(fs, f"{root}/segments/{seg['id']}/files.parquet")
 
 
@@ -187,6 +238,10 @@ def _read_segment_column(fs: Any, root: str, seg: dict, col: str) -> pa.Table | 
 
 
 def file_tokens(table: pa.Table) -> pa.Array:
+    """One text per file of a files table: path, size and version, to compare file keys at once.
+
+    :param table: a files table (``FILES_SCHEMA``).
+    """
     sizes = pc.cast(table.column("size"), pa.string())
     joined = pc.binary_join_element_wise(
         table.column("path"), sizes, pc.fill_null(table.column("version"), ""), "\x00"
@@ -195,6 +250,14 @@ def file_tokens(table: pa.Table) -> pa.Array:
 
 
 def filter_segment(fs: Any, root: str, seg: dict, files: pa.Table, keep: pa.Array) -> dict | None:
+    """A new segment with only the kept files of ``seg`` and their records (None if none is kept).
+
+    :param fs: the index's filesystem.
+    :param root: the index folder.
+    :param seg: the segment's pointer entry.
+    :param files: the segment's files table.
+    :param keep: which of those files to keep.
+    """
     kept_files = files.filter(keep)
     if kept_files.num_rows == 0:
         return None
@@ -209,6 +272,12 @@ def filter_segment(fs: Any, root: str, seg: dict, files: pa.Table, keep: pa.Arra
 
 
 def merge_segments(fs: Any, root: str, segments: list[dict]) -> dict | None:
+    """One new segment holding the files and records of ``segments`` (None if they hold none).
+
+    :param fs: the index's filesystem.
+    :param root: the index folder.
+    :param segments: the pointer entries of the segments to merge.
+    """
     files = []
     columns: dict[str, list[pa.Table]] = {}
     for seg in segments:

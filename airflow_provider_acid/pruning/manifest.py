@@ -476,6 +476,3 @@ def compute_manifest(
     return dataclasses.replace(
         manifest, table=location_uri(fs, snapshot.root), warnings=manifest.warnings + ignored
     )
-
-
-# -- storage ---------------------------------------------------------------------------------
