@@ -77,7 +77,13 @@ def plan_ranges(
     """The ``(start, end)`` ranges that cover an object of ``size`` bytes, in offset order,
     the last one ``[tail_start, size)`` (fetched first): the bytes before it cut at stripe
     boundaries (``stripes``: ``(offset, length)``) into ranges of at most ``chunk_bytes``
-    (consecutive stripes coalesced, a larger stripe split)."""
+    (consecutive stripes coalesced, a larger stripe split).
+
+    :param size: the object's size in bytes.
+    :param stripes: ``(offset, length)`` of each stripe, from the footer.
+    :param tail_start: where the tail range (fetched first) starts.
+    :param chunk_bytes: the largest range before the tail.
+    """
     cuts = {0, tail_start}
     for offset, length in stripes:
         cuts.update(b for b in (offset, offset + length) if 0 < b < tail_start)
@@ -113,7 +119,11 @@ def _orc_stripes(handle: Any) -> list[tuple[int, int]] | None:
 
 class ReadOnlyFile(io.RawIOBase):
     """A read-only, seekable file of ``size`` bytes at ``path``: a subclass gives
-    ``_read_span(start, end)``, the bytes from ``start`` to ``end`` (within the file)."""
+    ``_read_span(start, end)``, the bytes from ``start`` to ``end`` (within the file).
+
+    :param path: the file's name (in errors and as ``name``).
+    :param size: the file's size in bytes.
+    """
 
     def __init__(self, path: str, size: int) -> None:
         super().__init__()
@@ -177,7 +187,16 @@ class PrefetchedFile(ReadOnlyFile):
     """A read-only, seekable file of ``size`` bytes whose ranges are fetched ahead of the reads
     (see the module docstring). ``requests`` counts the GETs made, ``extra_reads`` those made
     for reads outside what was planned or already dropped, ``peak_held_bytes`` the most bytes
-    held (fetched or being fetched) at once."""
+    held (fetched or being fetched) at once.
+
+    :param fs: the filesystem holding the object.
+    :param path: the object's path on ``fs``.
+    :param size: the object's size in bytes (as listed).
+    :param small_bytes: objects up to this size are fetched whole, in one GET.
+    :param chunk_bytes: the largest range of a larger object.
+    :param depth: ranges fetched ahead of the one being read.
+    :param tail_bytes: the last bytes fetched first (the footer).
+    """
 
     def __init__(
         self,
@@ -296,7 +315,12 @@ class PrefetchedFile(ReadOnlyFile):
 
 def open_data_file(fs: AbstractFileSystem, path: str, size: int | None = None) -> Any:
     """``path`` opened for reading whole: through ``fs.open`` on a local disk; elsewhere a
-    :class:`PrefetchedFile` (``size`` as listed; one ``HEAD`` when None)."""
+    :class:`PrefetchedFile` (``size`` as listed; one ``HEAD`` when None).
+
+    :param fs: the filesystem holding the file.
+    :param path: the file's path on ``fs``.
+    :param size: its size as listed, or None.
+    """
     if isinstance(fs, LocalFileSystem):
         return fs.open(path, "rb")
     if size is None:

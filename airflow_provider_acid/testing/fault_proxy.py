@@ -173,7 +173,16 @@ class Fault:
 
 
 class FaultProxy:
-    """The running proxy: ``endpoint_url`` for clients, ``faults`` to inject, counters."""
+    """The running proxy: ``endpoint_url`` for clients, ``faults`` to inject, counters.
+
+    :param upstream: the server's URL (``http://host:port``).
+    :param stall_seconds: how long a ``stall`` fault holds a request.
+    :param latency: seconds added to each request before it is forwarded.
+    :param bandwidth: bytes a second all bodies share (None: no cap).
+    :param intercept: called with each request's method, path and query; an answer it
+        returns is sent instead of the server's.
+    :param answered: called with each forwarded answer's object key and body size.
+    """
 
     def __init__(
         self,
@@ -251,7 +260,11 @@ class FaultProxy:
     @contextmanager
     def shaped(self, latency: float = 0.0, bandwidth: float | None = None) -> Iterator[None]:
         """Add ``latency`` seconds to each request and cap the bodies' shared bandwidth at
-        ``bandwidth`` bytes a second (None: no cap) in the block."""
+        ``bandwidth`` bytes a second (None: no cap) in the block.
+
+        :param latency: seconds added to each request.
+        :param bandwidth: bytes a second all bodies share (None: no cap).
+        """
         before = self.latency, self._link.rate
         self.latency, self._link.rate = latency, bandwidth
         try:
