@@ -244,7 +244,7 @@ def test_a_slice_re_run_over_a_committed_file_replaces_it_with_the_same_bytes(tm
 
 @pytest.mark.parametrize("kind", ["json", "parquet"])
 def test_index_and_manifest_files_are_written_whole(tmp_path, kind):
-    from airflow_provider_acid.pruning import index as index_module
+    from airflow_provider_acid.pruning import index_storage as index_module
 
     fs = LocalFileSystem()
     path = tmp_path / "idx" / f"stats.{kind}"
