@@ -199,3 +199,15 @@ hdfs:
 
 hdfs-stop:
 	@$(PYTHON) scripts/hdfs.py stop $(HDFS_ARGS)
+
+# A real S3-compatible server (S3Proxy 4.1.0, filesystem backend) on 127.0.0.1
+# (scripts/s3.py): fetched through Maven into .cache/s3proxy/ on first use, reused while it
+# runs; data in .cache/s3proxy/run/data (a folder a bucket). The last line `make s3` prints is
+# its endpoint URL (key testing-access-key, secret testing-secret-key, bucket warehouse).
+.PHONY: s3 s3-stop
+
+s3: install
+	@$(BIN)/python scripts/s3.py start
+
+s3-stop:
+	@$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) scripts/s3.py stop

@@ -53,6 +53,7 @@ from .evolution import EvolutionError, column_sources, convert
 from .hive_types import HiveType, HiveTypeError, hive_field, pad_char
 from .names import BaseDir, DeltaDir
 from .orc_timestamps import TRINO_WRITER, read_stripe
+from .ranged_reads import open_data_file
 from .read_view import BucketSlice, DataFile, FileRole, TableReadView
 from .writeids import RangeValidity, ValidWriteIdList
 
@@ -323,7 +324,8 @@ def _orc_footer(handle: IO[bytes], path: str) -> tuple[HiveType, tuple[int, int]
 
 
 def _open(fs: AbstractFileSystem, data_file: DataFile) -> _OpenFile:
-    handle = fs.open(data_file.path, "rb")
+    # on object stores the ranges it reads are fetched ahead, concurrently (ranged_reads)
+    handle = open_data_file(fs, data_file.path, data_file.file.size)
     try:
         magic = handle.read(4)
         handle.seek(0)

@@ -193,7 +193,21 @@ def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
             fs.pipe_file(path, data, mode="create")
     except FileExistsError:
         return False
+    except OSError as exc:
+        if _precondition_failed(exc):  # 412 without <Condition> (S3Proxy), which s3fs misses
+            return False
+        raise
     return True
+
+
+def _precondition_failed(exc: BaseException | None) -> bool:
+    """Whether an error (or one it was raised from) is S3's ``412 PreconditionFailed``."""
+    while exc is not None:
+        error = (getattr(exc, "response", None) or {}).get("Error", {})
+        if error.get("Code") == "PreconditionFailed":
+            return True
+        exc = exc.__cause__
+    return False
 
 
 def remove_temporaries(

@@ -45,6 +45,19 @@ from ..acid.storage import (
 from .records import OutputFile, data_file_name
 
 #: Names of the identity columns written with ``include_identity``.
+#: The part size of an output file written to an object store: a file larger than this is
+#: uploaded in parts of this size (a multipart upload) while it is written, so no more than one
+#: part of it is held in memory.
+PART_BYTES = 16 * 1024 * 1024
+
+
+def _is_object_store(fs: AbstractFileSystem) -> bool:
+    """Whether ``fs`` keeps objects without folders (S3, GCS, Azure), where a folder needs no
+    creating (s3fs's ``makedirs`` costs a ``HEAD`` of the bucket)."""
+    protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+    return bool({"s3", "s3a", "gs", "gcs", "abfs", "az"} & set(protocols))
+
+
 IDENTITY_COLUMNS = (
     ("_acid_original_transaction", pa.int64()),
     ("_acid_bucket", pa.int32()),
@@ -124,8 +137,8 @@ class BucketFileWriter:
         name = data_file_name(self.snapshot_id, self.bucket, len(self.files))
         self._path = posixpath.join(self.folder, name) if self.folder else name
         absolute = self._absolute(self._path)
-        self.fs.makedirs(posixpath.dirname(absolute), exist_ok=True)
         if renames_atomically(self.fs):
+            self.fs.makedirs(posixpath.dirname(absolute), exist_ok=True)
             self._temporary = temporary_path(absolute)
             self._lock = open_temporary(self._temporary)  # closed in _close_file
             try:
@@ -138,7 +151,13 @@ class BucketFileWriter:
                 raise
         else:
             self._temporary = None
-            self._handle = self.fs.open(absolute, "wb")
+            if not _is_object_store(self.fs):
+                self.fs.makedirs(posixpath.dirname(absolute), exist_ok=True)
+            # buffered in parts of PART_BYTES (or the filesystem's smaller block size): a larger
+            # file is a multipart upload, its parts sent as it is written, completed (visible)
+            # only when it is closed
+            part = min(PART_BYTES, getattr(self.fs, "default_block_size", None) or PART_BYTES)
+            self._handle = self.fs.open(absolute, "wb", block_size=part)
         compression = self.settings["compression"]
         self._writer = pq.ParquetWriter(
             self._handle,

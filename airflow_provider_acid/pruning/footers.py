@@ -21,11 +21,11 @@ what it needs rather than failing, and is counted in :attr:`TailFile.extra_reads
 
 from __future__ import annotations
 
-import io
 import threading
 from dataclasses import dataclass
 from typing import Any
 
+from ..acid.ranged_reads import ReadOnlyFile
 from ..acid.storage import naming
 
 __all__ = ["TAIL_BYTES", "FileTail", "FooterError", "TailFile", "footer_span", "read_tail"]
@@ -147,46 +147,18 @@ def _read_tail(fs: Any, path: str, size: int | None) -> FileTail:
     return FileTail(path, size, start, data, reads)
 
 
-class TailFile(io.RawIOBase):
+class TailFile(ReadOnlyFile):
     """A read-only, seekable file of ``tail.size`` bytes that holds only the tail's; a read
     before them fetches the missing range from ``fs`` (counted in :attr:`extra_reads`)."""
 
     def __init__(self, tail: FileTail, fs: Any = None) -> None:
-        super().__init__()
+        super().__init__(tail.path, tail.size)
         self._tail = tail
         self._fs = fs
-        self._position = 0
         self._offset = tail.offset
         self._data = tail.data
         self._lock = threading.Lock()
         self.extra_reads = 0
-
-    @property
-    def name(self) -> str:
-        return self._tail.path
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._position
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        if whence == io.SEEK_SET:
-            position = offset
-        elif whence == io.SEEK_CUR:
-            position = self._position + offset
-        elif whence == io.SEEK_END:
-            position = self._tail.size + offset
-        else:
-            raise ValueError(f"invalid whence {whence}")
-        if position < 0:
-            raise OSError(f"negative seek position {position}")
-        self._position = position
-        return position
 
     def _ensure(self, start: int) -> None:
         if start >= self._offset:
@@ -200,29 +172,6 @@ class TailFile(io.RawIOBase):
                 self._offset = start
                 self.extra_reads += 1
 
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        start = self._position
-        end = min(self._tail.size, start + len(view))
-        if end <= start:
-            return 0
+    def _read_span(self, start: int, end: int) -> bytes:
         self._ensure(start)
-        chunk = self._data[start - self._offset : end - self._offset]
-        view[: len(chunk)] = chunk
-        self._position += len(chunk)
-        return len(chunk)
-
-    def read(self, size: int = -1) -> bytes:
-        start = self._position
-        end = self._tail.size if size is None or size < 0 else min(self._tail.size, start + size)
-        if end <= start:
-            return b""
-        self._ensure(start)
-        self._position = end
         return self._data[start - self._offset : end - self._offset]
-
-    def readall(self) -> bytes:
-        return self.read(-1)
-
-    def size(self) -> int:
-        return self._tail.size

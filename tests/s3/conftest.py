@@ -1,14 +1,22 @@
-"""A real S3-compatible HTTP server on 127.0.0.1 for the S3 tests.
+"""Real S3-compatible HTTP servers on 127.0.0.1 for the S3 tests: every test runs on both.
 
-The server is moto's S3 (``moto[server]``, the same WSGI application ``moto_server`` serves),
-run in a thread for the whole test session behind a small WSGI layer that records every HTTP
-request it receives, so tests can count what a scan really costs on the wire. Clients talk
-to it over TCP exactly as they talk to AWS or MinIO: s3fs, aiobotocore, signed requests.
+* ``moto``: moto's S3 (``moto[server]``, the same WSGI application ``moto_server`` serves), run
+  in a thread for the whole test session behind a small WSGI layer that records every HTTP
+  request it receives;
+* ``s3proxy``: S3Proxy with its filesystem backend (``scripts/s3.py``, a JVM of its own with a
+  fresh data folder for the session), behind the fault proxy
+  (:mod:`airflow_provider_acid.testing.fault_proxy`) that records every request the same way.
+
+So tests count what a scan really costs on the wire, on either. Clients talk to them over TCP
+exactly as they talk to AWS or MinIO: s3fs, aiobotocore, signed requests. A server that cannot
+start fails the session fixture (nothing is skipped).
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -27,6 +35,8 @@ from moto.moto_server.werkzeug_app import (
     create_backend_app,
 )
 from werkzeug.serving import BaseWSGIServer, make_server
+
+from airflow_provider_acid.testing.fault_proxy import FaultProxy
 
 REGION = "us-east-1"
 BUCKET = "warehouse"
@@ -122,23 +132,27 @@ class RequestLog:
                 seen.extend(self._requests[start:])
 
 
-class _RecordingApp:
-    """WSGI middleware: logs each request, can delay some, drops moto's extra Server header.
+class _Recorder:
+    """What both servers' front layers share: the request log, delays, injected failures and
+    the body bytes answered per object key."""
 
-    Werkzeug writes its own ``Server`` header and moto adds ``Server: AmazonS3``; strict HTTP
-    parsers (aiohttp in debug mode) reject the duplicate, so only werkzeug's is kept.
-    """
-
-    def __init__(self, app: Callable, log: RequestLog) -> None:
-        self.app = app
+    def __init__(self, log: RequestLog) -> None:
         self.log = log
         #: operation name -> seconds the server waits before answering it
         self.delays: dict[str, float] = {}
         #: failures to inject, checked in order (see :meth:`S3Server.fail`)
         self.failures: list[_Failure] = []
         self._failures_lock = threading.Lock()
+        #: object key -> bytes of the answer bodies sent for it
+        self.sent: dict[str, int] = {}
 
-    def _failure_for(self, request: S3Request) -> _Failure | None:
+    def observe(self, method: str, path: str, query: dict[str, list[str]]) -> _Failure | None:
+        """Log a request and wait its delay; the failure it gets, if any."""
+        bucket, _, key = path.lstrip("/").partition("/")
+        request = S3Request(method, bucket, key, query, time.monotonic())
+        self.log.add(request)
+        if delay := self.delays.get(request.operation):
+            time.sleep(delay)  # this request's own server thread; other requests go on
         with self._failures_lock:
             for failure in self.failures:
                 if failure.matches(request):
@@ -146,27 +160,52 @@ class _RecordingApp:
                     return failure
         return None
 
+    def answered(self, key: str, size: int) -> None:
+        with self._failures_lock:
+            self.sent[key] = self.sent.get(key, 0) + size
+
+    def intercept(self, method: str, path: str, query: dict[str, list[str]]) -> Any:
+        """For the fault proxy: the error a failure answers, or None to forward."""
+        failure = self.observe(method, path, query)
+        if failure is None:
+            return None
+        return failure.status, _REASONS.get(failure.status, "Error"), failure.body(path)
+
+
+class _RecordingApp:
+    """WSGI middleware: logs each request, can delay some, drops moto's extra Server header.
+
+    Werkzeug writes its own ``Server`` header and moto adds ``Server: AmazonS3``; strict HTTP
+    parsers (aiohttp in debug mode) reject the duplicate, so only werkzeug's is kept.
+    """
+
+    def __init__(self, app: Callable, recorder: _Recorder) -> None:
+        self.app = app
+        self.recorder = recorder
+
     def __call__(self, environ: dict[str, Any], start_response: Callable) -> Any:
-        path = environ.get("PATH_INFO", "/").lstrip("/")
-        bucket, _, key = path.partition("/")
-        request = S3Request(
-            method=environ["REQUEST_METHOD"],
-            bucket=bucket,
-            key=key,
-            query=parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True),
-            at=time.monotonic(),
-        )
-        self.log.add(request)
-        if delay := self.delays.get(request.operation):
-            time.sleep(delay)  # this request's own server thread; other requests go on
-        if failure := self._failure_for(request):
-            return failure.respond(environ, start_response, request)
+        path = environ.get("PATH_INFO", "/")
+        query = parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True)
+        if failure := self.recorder.observe(environ["REQUEST_METHOD"], path, query):
+            return failure.respond(environ, start_response)
 
         def start(status: str, headers: list[tuple[str, str]], *exc_info: Any) -> Any:
             headers = [(k, v) for k, v in headers if k.lower() != "server"]
             return start_response(status, headers, *exc_info)
 
-        return self.app(environ, start)
+        return self._counted(path.lstrip("/").partition("/")[2], self.app(environ, start))
+
+    def _counted(self, key: str, body: Any) -> Iterator[bytes]:
+        try:
+            for chunk in body:
+                self.recorder.answered(key, len(chunk))
+                yield chunk
+        finally:
+            if hasattr(body, "close"):
+                body.close()
+
+
+_REASONS = {403: "Forbidden", 500: "Internal Server Error", 503: "Slow Down"}
 
 
 @dataclass
@@ -185,21 +224,24 @@ class _Failure:
             return False
         return request.operation == self.operation and self.key_contains in request.key
 
-    def respond(self, environ: dict[str, Any], start_response: Callable, request: S3Request) -> Any:
+    def body(self, path: str) -> bytes:
+        key = path.lstrip("/").partition("/")[2]
+        return (
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            f"<Error><Code>{self.code}</Code><Message>injected by the test</Message>"
+            f"<Key>{key}</Key><RequestId>injected</RequestId></Error>"
+        ).encode()
+
+    def respond(self, environ: dict[str, Any], start_response: Callable) -> Any:
         length = int(environ.get("CONTENT_LENGTH") or 0)
         if length:  # consume the upload, as a server that refuses it after reading it does
             environ["wsgi.input"].read(length)
-        body = (
-            '<?xml version="1.0" encoding="UTF-8"?>\n'
-            f"<Error><Code>{self.code}</Code><Message>injected by the test</Message>"
-            f"<Key>{request.key}</Key><RequestId>injected</RequestId></Error>"
-        ).encode()
-        reason = {403: "Forbidden", 500: "Internal Server Error", 503: "Slow Down"}
+        body = self.body(environ.get("PATH_INFO", "/"))
         start_response(
-            f"{self.status} {reason.get(self.status, 'Error')}",
+            f"{self.status} {_REASONS.get(self.status, 'Error')}",
             [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))],
         )
-        return [b"" if request.method == "HEAD" else body]
+        return [b"" if environ["REQUEST_METHOD"] == "HEAD" else body]
 
 
 class _QuietHandler(MotoRequestHandler):
@@ -211,13 +253,14 @@ class _QuietHandler(MotoRequestHandler):
 class S3Server:
     """A running S3-compatible server with one bucket, and what clients need to reach it."""
 
+    backend: str  # "moto" or "s3proxy"
     endpoint_url: str
     bucket: str
     region: str
     key: str
     secret: str
     requests: RequestLog
-    _app: _RecordingApp = field(repr=False)
+    _recorder: _Recorder = field(repr=False)
     fs: Any = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -265,11 +308,11 @@ class S3Server:
     @contextmanager
     def slow(self, operation: str, seconds: float) -> Iterator[None]:
         """Make the server take ``seconds`` before answering each ``operation`` request."""
-        self._app.delays[operation] = seconds
+        self._recorder.delays[operation] = seconds
         try:
             yield
         finally:
-            self._app.delays.pop(operation, None)
+            self._recorder.delays.pop(operation, None)
 
     @contextmanager
     def fail(
@@ -289,13 +332,18 @@ class S3Server:
         of requests that were failed.
         """
         failure = _Failure(operation, key_contains, status, code, times)
-        with self._app._failures_lock:
-            self._app.failures.append(failure)
+        with self._recorder._failures_lock:
+            self._recorder.failures.append(failure)
         try:
             yield failure.hits
         finally:
-            with self._app._failures_lock:
-                self._app.failures.remove(failure)
+            with self._recorder._failures_lock:
+                self._recorder.failures.remove(failure)
+
+    def sent_bytes(self) -> dict[str, int]:
+        """Object key -> bytes of the answer bodies the server sent for it so far."""
+        with self._recorder._failures_lock:
+            return dict(self._recorder.sent)
 
 
 def _no_proxy_for_loopback() -> None:
@@ -306,12 +354,15 @@ def _no_proxy_for_loopback() -> None:
             os.environ[name] = ",".join([*current, "127.0.0.1", "localhost"])
 
 
-@pytest.fixture(scope="session")
-def s3_server() -> Iterator[S3Server]:
-    """moto's S3 on a free port of 127.0.0.1 with bucket ``warehouse``; stopped at the end."""
-    _no_proxy_for_loopback()
-    log = RequestLog()
-    app = _RecordingApp(DomainDispatcherApplication(create_backend_app), log)
+REPO = Path(__file__).resolve().parents[2]
+BACKENDS = ("moto", "s3proxy")
+#: The first start fetches S3Proxy through Maven.
+START_TIMEOUT = 600
+
+
+@contextmanager
+def _moto(recorder: _Recorder) -> Iterator[str]:
+    app = _RecordingApp(DomainDispatcherApplication(create_backend_app), recorder)
     server: BaseWSGIServer = make_server(
         "127.0.0.1", 0, app, threaded=True, request_handler=_QuietHandler
     )
@@ -319,21 +370,71 @@ def s3_server() -> Iterator[S3Server]:
     thread.start()
     host, port = server.server_address[:2]
     try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def _s3_script(command: str, home: Path) -> subprocess.CompletedProcess:
+    script = REPO / "scripts" / "s3.py"
+    return subprocess.run(
+        [sys.executable, str(script), command, "--home", str(home)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@contextmanager
+def _s3proxy(recorder: _Recorder, home: Path) -> Iterator[str]:
+    started = _s3_script("start", home)
+    lines = started.stdout.strip().splitlines()
+    if started.returncode != 0 or not lines or not lines[-1].startswith("http://"):
+        pytest.fail(
+            f"scripts/s3.py start failed (exit {started.returncode})\n--- stdout ---\n"
+            f"{started.stdout}\n--- stderr ---\n{started.stderr}",
+            pytrace=False,
+        )
+    proxy = FaultProxy(lines[-1], intercept=recorder.intercept, answered=recorder.answered)
+    proxy.start()
+    try:
+        yield proxy.endpoint_url
+    finally:
+        proxy.stop()
+        _s3_script("stop", home)
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def s3_server(request: pytest.FixtureRequest, tmp_path_factory: Any) -> Iterator[S3Server]:
+    """A server on a free port of 127.0.0.1 with bucket ``warehouse``: moto's, then S3Proxy's
+    (each test runs on both); stopped at the end."""
+    _no_proxy_for_loopback()
+    log = RequestLog()
+    recorder = _Recorder(log)
+    backend = request.param
+    if backend == "moto":
+        running = _moto(recorder)
+    else:
+        running = _s3proxy(recorder, tmp_path_factory.mktemp("s3proxy"))
+    with running as endpoint:
         s3 = S3Server(
-            endpoint_url=f"http://{host}:{port}",
+            backend=backend,
+            endpoint_url=endpoint,
             bucket=BUCKET,
             region=REGION,
             key=ACCESS_KEY,
             secret=SECRET_KEY,
             requests=log,
-            _app=app,
+            _recorder=recorder,
         )
-        s3.fs.call_s3("create_bucket", Bucket=BUCKET)
+        if backend == "moto":  # S3Proxy's home has the bucket's folder already
+            s3.fs.call_s3("create_bucket", Bucket=BUCKET)
+        log.clear()
         yield s3
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 @pytest.fixture(autouse=True)

@@ -1,5 +1,6 @@
 """Storage faults between s3fs and the S3 server: 500, 503, ``SlowDown``, connection resets
-mid-body and stalled answers, injected by a proxy on 127.0.0.1 (``fault_proxy.py``).
+mid-body and stalled answers, injected by a proxy on 127.0.0.1
+(``airflow_provider_acid.testing.fault_proxy``).
 
 Under each fault, listing, index refresh, compaction (an upload in several multipart parts
 included) and commit either succeed through retries, committing exactly the rows of a
@@ -17,7 +18,6 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 import s3fs
-from fault_proxy import KINDS, Fault, FaultProxy, SeenRequest, retries_of
 from pyarrow.fs import FSSpecHandler, PyFileSystem
 
 from airflow_provider_acid.acid.listing import list_table_files, resolve_filesystem
@@ -28,6 +28,13 @@ from airflow_provider_acid.hooks.acid import storage_options_from_extra
 from airflow_provider_acid.output import latest_snapshot
 from airflow_provider_acid.pruning.manifest import compute_manifest
 from airflow_provider_acid.testing import generate_demo_table
+from airflow_provider_acid.testing.fault_proxy import (
+    KINDS,
+    Fault,
+    FaultProxy,
+    SeenRequest,
+    retries_of,
+)
 
 #: The client's retry and timeout settings in these tests, set as an ``acid`` connection sets
 #: them: botocore's standard retry mode, 5 attempts, and short timeouts so a stall costs 1 s.

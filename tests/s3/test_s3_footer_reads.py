@@ -3,8 +3,9 @@ plus 64 KiB, on the S3 test server.
 
 What is counted, exactly: every HTTP request the server receives whose object key is the data
 file's (the conftest's request log: GET, HEAD, ...), and the bytes of the bodies the server
-sends back for them (a WSGI layer put around moto's application for the test, summing each
-response body it passes on). "The footer's bytes" is measured without this code's parser: the
+sends back for them (the server's front layer sums each response body it passes on: a WSGI
+layer around moto's application, the proxy in front of S3Proxy). "The footer's bytes" is
+measured without this code's parser: the
 shortest tail of the file from which the reader (pyorc, pyarrow) reads the statistics; on top
 of that a file may cost at most 64 KiB (the first ranged read's size).
 """
@@ -14,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import random
-import threading
 from collections import defaultdict
 from pathlib import Path
 
@@ -41,31 +41,26 @@ HIVE_FILES = [
 
 
 class BodyBytes:
-    """WSGI middleware: the bytes of every response body, per object key."""
+    """The bytes of the answer bodies the server sent for each object key since this was made
+    or cleared (the server's front layer counts them: moto's WSGI layer, S3Proxy's proxy)."""
 
-    def __init__(self, app):
-        self.app = app
-        self.lock = threading.Lock()
-        self.sent: dict[str, int] = defaultdict(int)
+    def __init__(self, s3):
+        self.s3 = s3
+        self.clear()
 
-    def __call__(self, environ, start_response):
-        key = environ.get("PATH_INFO", "/").lstrip("/").partition("/")[2]
-        for chunk in self.app(environ, start_response):
-            with self.lock:
-                self.sent[key] += len(chunk)
-            yield chunk
+    def clear(self) -> None:
+        self._start = self.s3.sent_bytes()
+
+    @property
+    def sent(self) -> dict[str, int]:
+        now = self.s3.sent_bytes()
+        return defaultdict(int, {k: v - self._start.get(k, 0) for k, v in now.items()})
 
 
 @pytest.fixture
 def counted(s3):
     """The server, with the response bytes of each object counted."""
-    app = s3._app
-    counter = BodyBytes(app.app)
-    app.app = counter
-    try:
-        yield s3, counter
-    finally:
-        app.app = counter.app
+    return s3, BodyBytes(s3)
 
 
 def big_footer_orc() -> bytes:
@@ -150,7 +145,7 @@ def test_each_footer_costs_at_most_two_ranged_gets_and_its_bytes_plus_64_kib(cou
         # the statistics are those read with the whole file at hand
         assert dataclasses.replace(stats, path="x") == _stats_from(data, len(data)), name
         assert stats.columns, name
-        bodies.sent.clear()
+        bodies.clear()
 
 
 def test_a_refresh_reads_every_footer_within_the_bounds_in_parallel(counted, tmp_path):

@@ -22,7 +22,18 @@ all. With ``rate=1`` and ``per_request=None`` every matching request fails, so r
 
 The proxy counts what it injected and every request it saw, with botocore's attempt number
 (the ``amz-sdk-request: attempt=N; max=M`` header each attempt carries), so a test can report
-the retries the client made.
+the retries the client made, and the body bytes it passed each way (:meth:`FaultProxy.traffic`).
+
+It can also make the server seem far away (:meth:`FaultProxy.shaped`, or the constructor's
+arguments): ``latency`` seconds added to every request before it is forwarded (a round trip to
+a distant object store: requests made one after another pay it each time, requests made at
+once pay it once), and ``bandwidth`` bytes a second that all request and answer bodies share
+(a link of that capacity: bodies are passed on in 64 KiB pieces no faster than it allows).
+
+An ``intercept`` callable, given each request's method, path and query before anything else,
+may answer it instead of the server (returning status, reason and an XML body) or delay it;
+the test suite's request log and failure injection use it in front of a server that has no
+such hooks of its own (with ``answered``, told each forwarded answer's key and body size).
 """
 
 from __future__ import annotations
@@ -33,12 +44,13 @@ import re
 import socket
 import struct
 import threading
+import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 KINDS = ("500", "503", "slowdown", "reset", "stall")
 _ERRORS = {
@@ -49,6 +61,32 @@ _ERRORS = {
 _ATTEMPT = re.compile(r"attempt=(\d+)")
 #: Hop-by-hop headers (and those the proxy recomputes) are not passed on.
 _DROPPED = {"connection", "keep-alive", "transfer-encoding", "expect", "content-length", "server"}
+#: Body bytes passed on at once under a bandwidth cap.
+_PIECE = 64 * 1024
+#: What an ``intercept`` answers instead of the server: status, reason, XML body.
+Answer = tuple[int, str, bytes]
+
+
+class _Link:
+    """A link of ``rate`` bytes a second that all bodies share (None: unlimited)."""
+
+    def __init__(self, rate: float | None = None) -> None:
+        self.rate = rate
+        self._lock = threading.Lock()
+        self._free_at = 0.0
+
+    def send(self, size: int) -> None:
+        """Wait until ``size`` more bytes have crossed the link."""
+        rate = self.rate
+        if not rate or size <= 0:
+            return
+        with self._lock:
+            start = max(time.monotonic(), self._free_at)
+            self._free_at = start + size / rate
+            done = self._free_at
+        delay = done - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
 
 
 def operation_of(method: str, path: str, query: dict[str, list[str]]) -> str:
@@ -135,12 +173,37 @@ class Fault:
 
 
 class FaultProxy:
-    """The running proxy: ``endpoint_url`` for clients, ``faults`` to inject, counters."""
+    """The running proxy: ``endpoint_url`` for clients, ``faults`` to inject, counters.
 
-    def __init__(self, upstream: str, *, stall_seconds: float = 30.0) -> None:
+    :param upstream: the server's URL (``http://host:port``).
+    :param stall_seconds: how long a ``stall`` fault holds a request.
+    :param latency: seconds added to each request before it is forwarded.
+    :param bandwidth: bytes a second all bodies share (None: no cap).
+    :param intercept: called with each request's method, path and query; an answer it
+        returns is sent instead of the server's.
+    :param answered: called with each forwarded answer's object key and body size.
+    """
+
+    def __init__(
+        self,
+        upstream: str,
+        *,
+        stall_seconds: float = 30.0,
+        latency: float = 0.0,
+        bandwidth: float | None = None,
+        intercept: Callable[[str, str, dict[str, list[str]]], Answer | None] | None = None,
+        answered: Callable[[str, int], None] | None = None,
+    ) -> None:
         parts = urlsplit(upstream)
         self.upstream_host, self.upstream_port = parts.hostname, parts.port or 80
         self.stall_seconds = stall_seconds
+        #: seconds added to each request before it is forwarded
+        self.latency = latency
+        self._link = _Link(bandwidth)
+        self.intercept = intercept
+        #: called with each forwarded answer's object key and body size
+        self.answered = answered
+        self._bytes = Counter()  # "up" (request bodies) and "down" (answer bodies)
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
         self._seen: list[SeenRequest] = []
@@ -189,6 +252,30 @@ class FaultProxy:
         with self._lock:
             return list(self._seen)
 
+    def traffic(self) -> dict[str, int]:
+        """Body bytes passed so far: ``up`` (to the server) and ``down`` (to the clients)."""
+        with self._lock:
+            return {"up": self._bytes["up"], "down": self._bytes["down"]}
+
+    @contextmanager
+    def shaped(self, latency: float = 0.0, bandwidth: float | None = None) -> Iterator[None]:
+        """Add ``latency`` seconds to each request and cap the bodies' shared bandwidth at
+        ``bandwidth`` bytes a second (None: no cap) in the block.
+
+        :param latency: seconds added to each request.
+        :param bandwidth: bytes a second all bodies share (None: no cap).
+        """
+        before = self.latency, self._link.rate
+        self.latency, self._link.rate = latency, bandwidth
+        try:
+            yield
+        finally:
+            self.latency, self._link.rate = before
+
+    def _count(self, direction: str, size: int) -> None:
+        with self._lock:
+            self._bytes[direction] += size
+
     def _pick(self, operation: str, key: str, identity: tuple[str, str, str]) -> str | None:
         with self._lock:
             for fault in self._faults:
@@ -222,15 +309,19 @@ class FaultProxy:
         parts = urlsplit(handler.path)
         query = parse_qs(parts.query, keep_blank_values=True)
         operation = operation_of(handler.command, parts.path, query)
-        key = parts.path.lstrip("/").partition("/")[2]
+        path = unquote(parts.path)  # as the server reads it (S3 keys are URL-encoded)
+        key = path.lstrip("/").partition("/")[2]
         stable = "&".join(
             sorted(p for p in parts.query.split("&") if not p.lower().startswith("x-amz-"))
         )
         identity = (handler.command, parts.path, stable)
         match = _ATTEMPT.search(handler.headers.get("amz-sdk-request", ""))
         attempt = int(match.group(1)) if match else 1
-        kind = proxy_kind = self._pick(operation, key, identity)
+        answer = self.intercept(handler.command, path, query) if self.intercept else None
+        kind = proxy_kind = None if answer else self._pick(operation, key, identity)
         self._record(SeenRequest(operation, key, identity, attempt, proxy_kind))
+        if self.latency:
+            time.sleep(self.latency)  # this request's own thread: others go on meanwhile
 
         length = int(handler.headers.get("Content-Length") or 0)
         chunked = "chunked" in handler.headers.get("Transfer-Encoding", "").lower()
@@ -240,6 +331,11 @@ class FaultProxy:
             _reset(handler)  # before the server saw the request
             return
         body = _read_chunked(handler) if chunked else handler.rfile.read(length)
+        self._link.send(len(body))
+        self._count("up", len(body))
+        if answer is not None:
+            _send_xml(handler, *answer)
+            return
         if kind == "stall":
             self._stop.wait(self.stall_seconds)  # the client times out and goes away
             handler.close_connection = True
@@ -251,12 +347,7 @@ class FaultProxy:
                 f"<Error><Code>{code}</Code><Message>{message}</Message>"
                 f"<Resource>{parts.path}</Resource><RequestId>fault-proxy</RequestId></Error>"
             ).encode()
-            handler.send_response(status, reason)
-            handler.send_header("Content-Type", "application/xml")
-            handler.send_header("Content-Length", str(len(payload)))
-            handler.end_headers()
-            if handler.command != "HEAD":
-                handler.wfile.write(payload)
+            _send_xml(handler, status, reason, payload)
             return
 
         upstream = http.client.HTTPConnection(self.upstream_host, self.upstream_port, timeout=60)
@@ -289,7 +380,14 @@ class FaultProxy:
             handler.wfile.flush()
             _reset(handler)
             return
-        handler.wfile.write(payload)
+        self._count("down", len(payload))
+        if self.answered is not None:
+            self.answered(key, len(payload))
+        piece = _PIECE if self._link.rate else max(1, len(payload))
+        for start in range(0, len(payload), piece):
+            chunk = payload[start : start + piece]
+            self._link.send(len(chunk))
+            handler.wfile.write(chunk)
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -300,6 +398,16 @@ class _QuietServer(ThreadingHTTPServer):
 
         if not isinstance(sys.exc_info()[1], ConnectionError):
             super().handle_error(request, client_address)
+
+
+def _send_xml(handler: BaseHTTPRequestHandler, status: int, reason: str, payload: bytes) -> None:
+    """Answer with an XML body (none to a HEAD) instead of the server."""
+    handler.send_response(status, reason)
+    handler.send_header("Content-Type", "application/xml")
+    handler.send_header("Content-Length", str(len(payload)))
+    handler.end_headers()
+    if handler.command != "HEAD":
+        handler.wfile.write(payload)
 
 
 def _read_chunked(handler: BaseHTTPRequestHandler) -> bytes:

@@ -1,0 +1,108 @@
+"""ORC files read from S3 with their ranges fetched ahead (acid/ranged_reads.py), on both test
+servers: every byte fetched once in a few large ranged GETs, never more held than the bounded
+queue allows, the rows those of a local read; a compaction costs at most 4 requests a file."""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.orc as pa_orc
+import pytest
+
+from airflow_provider_acid.acid.ranged_reads import PrefetchedFile, open_data_file, plan_ranges
+from airflow_provider_acid.acid.resolution import resolve_read_view
+from airflow_provider_acid.engine.compaction import compact_table
+from airflow_provider_acid.engine.options import CompactionOptions
+from airflow_provider_acid.testing import generate_demo_table
+
+MIB = 1024 * 1024
+
+
+def multi_stripe_orc(rows: int = 600_000) -> bytes:
+    """An ORC file of several stripes (about 1 MiB each) with three columns."""
+    rng = np.random.default_rng(0)
+    table = pa.table(
+        {
+            "id": np.arange(rows),
+            "note": pa.array([f"order {i}" for i in range(rows)]),
+            "x": rng.random(rows),
+        }
+    )
+    buffer = io.BytesIO()
+    pa_orc.write_table(table, buffer, stripe_size=MIB, compression="zlib")
+    return buffer.getvalue()
+
+
+@pytest.fixture(scope="module")
+def orc_bytes() -> bytes:
+    return multi_stripe_orc()
+
+
+def _gets(seen, key: str) -> list:
+    return [r for r in seen if r.key == key]
+
+
+def test_ranges_cut_at_stripes_and_cover_the_file_once():
+    stripes = [(3, 100), (103, 100), (203, 250), (453, 40)]
+    ranges = plan_ranges(600, stripes, tail_start=500, chunk_bytes=210)
+    assert ranges[0][0] == 0 and ranges[-1] == (500, 600)
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))  # no gap, no overlap
+    assert all(end - start <= 210 for start, end in ranges[:-1])
+    # cuts fall on stripe boundaries unless a stripe is larger than a range
+    assert {end for _, end in ranges[:-1]} <= {103, 203, 413, 453, 493, 500}
+
+
+def test_a_large_file_is_read_in_few_gets_each_byte_once(s3, orc_bytes):
+    url = s3.url("ranged") + "/bucket_00000"
+    s3.fs.pipe_file(url, orc_bytes)
+    path = url.removeprefix("s3://")
+    key = path.partition("/")[2]
+    expected = pa_orc.ORCFile(io.BytesIO(orc_bytes)).read()
+    fs = s3.new_filesystem()
+    before = s3.sent_bytes().get(key, 0)
+    with s3.requests.recording() as seen:
+        handle = PrefetchedFile(
+            fs, path, len(orc_bytes), small_bytes=MIB, chunk_bytes=2 * MIB, depth=1
+        )
+        reader = pa_orc.ORCFile(handle)
+        read = pa.Table.from_batches([reader.read_stripe(i) for i in range(reader.nstripes)])
+        handle.close()
+    assert read.equals(expected)
+    gets = _gets(seen, key)
+    assert {r.operation for r in gets} == {"GetObject"}  # no HEAD: the size was given
+    planned = len(plan_ranges(len(orc_bytes), [], len(orc_bytes) - 1, 2 * MIB))
+    assert len(gets) == handle.requests and handle.extra_reads == 0
+    assert len(gets) <= planned + 1, (len(gets), planned)
+    assert s3.sent_bytes()[key] - before == len(orc_bytes)  # every byte once
+    # the bounded queue: the range being read, one ahead, and the 1 MiB tail
+    assert handle.peak_held_bytes <= 2 * 2 * MIB + MIB + 1, handle.peak_held_bytes
+
+
+def test_a_small_file_is_one_get(s3, orc_bytes):
+    small = multi_stripe_orc(rows=20_000)
+    url = s3.url("small") + "/bucket_00000"
+    s3.fs.pipe_file(url, small)
+    path = url.removeprefix("s3://")
+    with s3.requests.recording() as seen:
+        handle = open_data_file(s3.new_filesystem(), path, len(small))
+        assert pa_orc.ORCFile(handle).read().num_rows == 20_000
+    assert [r.operation for r in _gets(seen, path.partition("/")[2])] == ["GetObject"]
+
+
+def test_a_compaction_makes_at_most_four_requests_a_data_file(s3, tmp_path):
+    local = tmp_path / "demo"
+    generate_demo_table(str(local), rows_per_bucket=300)
+    url = s3.upload_table(local, s3.url("prefetch-demo"))
+    files = [f for s in resolve_read_view(url, storage_options=s3.storage_options).slices
+             for f in (*s.data_files, *s.delete_delta_files)]  # fmt: skip
+    out = s3.url("prefetch-out")
+    with s3.requests.recording() as seen:
+        compact_table(url, out, storage_options=s3.storage_options,
+                      options=CompactionOptions(max_workers=2))  # fmt: skip
+    per_file = Counter(r.key for r in seen)
+    for f in files:
+        key = f.path.partition("/")[2]
+        assert 1 <= per_file[key] <= 4, (key, per_file[key])
