@@ -58,7 +58,13 @@ from ..pruning.metrics import (
     snapshot_summary,
     write_metrics_record,
 )
-from ..pruning.report import add_snapshot, build_report, report_uri_for, write_report
+from ..pruning.report import (
+    add_failure,
+    add_snapshot,
+    build_report,
+    report_uri_for,
+    write_report,
+)
 from . import lineage
 from .lineage import OpenLineageMixin
 from .links import REPORT_CONN_XCOM_KEY, REPORT_XCOM_KEY, AcidPruningReportLink
@@ -809,12 +815,16 @@ class AcidCommitSnapshotOperator(OpenLineageMixin, BaseOperator):
             r if isinstance(r, (Mapping, BucketResult)) else json.loads(r)
             for r in (self.bucket_results or [])
         ]
-        result = commit_snapshot(
-            hook.resolve_uri(self.output_uri),
-            self.snapshot_id,
-            results,
-            storage_options=hook.storage_options,
-        )
+        try:
+            result = commit_snapshot(
+                hook.resolve_uri(self.output_uri),
+                self.snapshot_id,
+                results,
+                storage_options=hook.storage_options,
+            )
+        except Exception as exc:
+            _add_failure_to_report(self, hook, context, exc)
+            raise
         out_uri = hook.resolve_uri(self.output_uri)
         self._keep_lineage(lambda: lineage.snapshot_lineage(result, out_uri))
         summary = snapshot_summary(result)
@@ -831,26 +841,44 @@ class AcidCommitSnapshotOperator(OpenLineageMixin, BaseOperator):
         return _publish_and_expire(self, context, hook, result, keep, summary)
 
 
+def _report_uri(task: Any, hook: AcidHook, context: Any) -> str | None:
+    """The commit task's pruning report: ``report_uri``, else this run's default one when the
+    manifest task wrote it (None: there is none)."""
+    given = _none_if_blank(task.report_uri)
+    if given:
+        return hook.resolve_uri(given)
+    run_id = context.get("run_id") if hasattr(context, "get") else None
+    uri = report_uri_for(_manifest_uri(hook.resolve_uri(task.output_uri), run_id))
+    from ..acid.listing import resolve_filesystem
+
+    fs, path = resolve_filesystem(uri, storage_options=hook.storage_options)
+    return uri if fs.exists(path) else None
+
+
 def _add_to_report(task: Any, hook: AcidHook, context: Any, result: Any) -> None:
     """The commit's rows per partition, added to the manifest task's pruning report.
 
     The snapshot is committed already: a report that cannot be updated is a warning, not a
     failure (retrying the task would not change it)."""
-    given = _none_if_blank(task.report_uri)
-    run_id = context.get("run_id") if hasattr(context, "get") else None
-    uri = hook.resolve_uri(given) if given else None
+    uri = _report_uri(task, hook, context)
     if uri is None:
-        uri = report_uri_for(_manifest_uri(hook.resolve_uri(task.output_uri), run_id))
-        from ..acid.listing import resolve_filesystem
-
-        fs, path = resolve_filesystem(uri, storage_options=hook.storage_options)
-        if not fs.exists(path):
-            return  # this run's manifest task wrote none there
+        return
     try:
         written = add_snapshot(uri, result, hook.storage_options)
         task.log.info("Rows per partition added to the pruning report %s", written)
     except (OSError, ValueError) as exc:
         task.log.warning("The pruning report %s was not updated: %s", uri, exc)
+
+
+def _add_failure_to_report(task: Any, hook: AcidHook, context: Any, error: Exception) -> None:
+    """A commit that failed shows as failed in the pruning report, with its error (the task
+    fails with the error all the same)."""
+    try:
+        uri = _report_uri(task, hook, context)
+        if uri is not None:
+            add_failure(uri, f"{type(error).__name__}: {error}", hook.storage_options)
+    except (OSError, ValueError) as exc:
+        task.log.warning("The pruning report was not marked failed: %s", exc)
 
 
 def _publish_asset_events(context: Any, outlets: Sequence[Any], summary: Mapping[str, Any]) -> None:
