@@ -23,6 +23,52 @@ if TYPE_CHECKING:
 COMPACT_FORMAT = "airflow-acid/compact"
 
 
+class UsageError(ValueError):
+    """Arguments that do not go together: the hint is ``--help``, not ``--debug``."""
+
+
+#: the extra that installs what an argument needs: (what needs it, module, extra)
+EXTRAS = {
+    "s3": ("s3fs", "s3"),
+    "delta": ("deltalake", "delta"),
+    "iceberg": ("pyiceberg", "iceberg"),
+    "iceberg-sql": ("sqlalchemy", "iceberg"),
+}
+
+
+def check_extras(args: argparse.Namespace) -> None:
+    """Before any work: the optional libraries the arguments need are installed, else one
+    line naming the argument and the extra to install."""
+    import importlib.util
+
+    needs = []
+    for name in ("table_uri", "out", "out_uri", "manifest", "index"):
+        value = getattr(args, name, None)
+        if isinstance(value, str) and value.startswith(("s3://", "s3a://")):
+            needs.append((f"{value}", "s3"))
+    fmt = getattr(args, "output_format", "parquet")
+    if fmt in ("delta", "iceberg"):
+        needs.append((f"--format {fmt}", fmt))
+    if fmt == "iceberg" and not dict(getattr(args, "iceberg_catalog", None) or {}).get("type"):
+        needs.append(("--format iceberg's default SQL catalog", "iceberg-sql"))
+    for what, need in needs:
+        module, extra = EXTRAS[need]
+        if importlib.util.find_spec(module) is None:
+            raise UsageError(
+                f"{what} needs {module}, which is not installed: "
+                f"pip install 'airflow-provider-acid[{extra}]'"
+            )
+
+
+def _check_out_folder(out: str) -> None:
+    """``--out`` is a folder (or nothing yet), checked before any work."""
+    if "://" in out and not out.startswith("file://"):
+        return
+    path = out.removeprefix("file://")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(f"--out {out} is a file, not a folder: give a folder for the snapshots")
+
+
 def _source(
     args: argparse.Namespace,
     *,
@@ -181,7 +227,7 @@ def _sink_options(args: argparse.Namespace) -> dict[str, Any]:
         if given and fmt != name:
             keys = ("catalog", "table", "catalog_name")
             flags = ", ".join(f"--{name}-{k.replace('_', '-')}" for k in keys if k in given)
-            raise ValueError(f"{flags or '--delta-uri'} belong(s) with --format {name}")
+            raise UsageError(f"{flags or '--delta-uri'} belong(s) with --format {name}")
     return iceberg if fmt == "iceberg" else delta if fmt == "delta" else {}
 
 
@@ -257,6 +303,7 @@ def _compact(args: argparse.Namespace) -> int:
     from .output.sinks import check_sink
 
     sink_options = _sink_options(args)
+    _check_out_folder(args.out)
     check_sink(  # bad sink options fail before any work
         args.output_format, args.out, options=sink_options, timestamp_unit=args.timestamp_unit
     )
@@ -273,13 +320,13 @@ def _compact(args: argparse.Namespace) -> int:
         from .engine.manifest_compaction import compact_manifest
 
         if args.table_uri or args.table or args.valid_write_ids or args.partition or args.bucket:
-            raise ValueError(
+            raise UsageError(
                 "--manifest names the table, write-id list and slices: drop TABLE_URI, "
                 "--table, --valid-write-ids, --partition and --bucket"
             )
         result = compact_manifest(args.manifest, args.out, options=options)
     elif not args.table_uri and not args.table:
-        raise ValueError("name TABLE_URI, --table with --metastore, or --manifest FILE")
+        raise UsageError("name TABLE_URI, --table with --metastore, or --manifest FILE")
     else:
         with _read_transaction(args) as txn_id, progress_line(args.quiet) as progress:
             source = _source(args, partitions=args.partition, current_txn=txn_id)
@@ -532,10 +579,10 @@ def _bucketing_option(args: argparse.Namespace) -> dict[str, Any] | None:
     ``bucketing`` option (None when not given)."""
     if args.bucketed_by is None and args.buckets is None:
         if args.bucketing_version is not None:
-            raise ValueError("--bucketing-version needs --bucketed-by and --buckets")
+            raise UsageError("--bucketing-version needs --bucketed-by and --buckets")
         return None
     if not args.bucketed_by or not args.buckets:
-        raise ValueError("--bucketed-by and --buckets go together")
+        raise UsageError("--bucketed-by and --buckets go together")
     return {
         "columns": [c.strip() for c in args.bucketed_by.split(",") if c.strip()],
         "buckets": args.buckets,
@@ -680,8 +727,18 @@ def _one_line(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
-def _hint(exc: BaseException) -> str:
+#: storage clients' credential errors (botocore's), which derive from none of USER_ERRORS
+CREDENTIAL_ERRORS = ("NoCredentialsError", "PartialCredentialsError", "NoAuthTokenError")
+
+
+def _hint(exc: BaseException, command: str = "") -> str:
     debug = "run with --debug for the traceback"
+    from .pruning.expressions import PredicateError
+
+    if isinstance(exc, (UsageError, PredicateError)):
+        return f"hint: see airflow-acid {command} --help".replace("  ", " ")
+    if type(exc).__name__ in CREDENTIAL_ERRORS:
+        return f"hint: give the storage's credentials (environment, profile or options); {debug}"
     if not isinstance(exc, USER_ERRORS):
         return f"hint: an unexpected error; {debug} (and report it if it is a bug)"
     if isinstance(exc, PermissionError):
@@ -694,6 +751,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     run: Callable[[argparse.Namespace], int] = args.run
     try:
+        check_extras(args)
         return run(args)
     except KeyboardInterrupt:
         if args.debug:
@@ -710,7 +768,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not isinstance(exc, USER_ERRORS):
             message = f"{type(exc).__name__}: {message}"
         print(f"airflow-acid {args.command}: error: {message}", file=sys.stderr)
-        print(_hint(exc), file=sys.stderr)
+        print(_hint(exc, args.command), file=sys.stderr)
         return EXIT_ERROR
 
 
