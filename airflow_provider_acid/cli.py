@@ -4,167 +4,47 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from .acid.inspection import format_snapshot, snapshot_to_dict
+from .acid.inspection import format_read_view, read_view_to_dict
 from .acid.resolution import resolve_read_view
 from .cli_progress import is_terminal, progress_line
 
 if TYPE_CHECKING:
-    from .acid.source import TableSource
     from .output import SnapshotResult
     from .output.sinks import Publication
+from .cli_arguments import (
+    IGNORE_UNRECOGNISED_HELP,
+    UsageError,
+    add_table_arguments,
+    check_extras,
+    check_out_folder,
+    metastore_address,
+    source_of,
+    warn_left_out,
+)
+from .cli_pruning import add_index_and_manifest
 
 COMPACT_FORMAT = "airflow-acid/compact"
-
-
-class UsageError(ValueError):
-    """Arguments that do not go together: the hint is ``--help``, not ``--debug``."""
-
-
-#: the extra that installs what an argument needs: (what needs it, module, extra)
-EXTRAS = {
-    "s3": ("s3fs", "s3"),
-    "delta": ("deltalake", "delta"),
-    "iceberg": ("pyiceberg", "iceberg"),
-    "iceberg-sql": ("sqlalchemy", "iceberg"),
-}
-
-
-def check_extras(args: argparse.Namespace) -> None:
-    """Before any work: the optional libraries the arguments need are installed, else one
-    line naming the argument and the extra to install."""
-    import importlib.util
-
-    needs = []
-    for name in ("table_uri", "out", "out_uri", "manifest", "index"):
-        value = getattr(args, name, None)
-        if isinstance(value, str) and value.startswith(("s3://", "s3a://")):
-            needs.append((f"{value}", "s3"))
-    fmt = getattr(args, "output_format", "parquet")
-    if fmt in ("delta", "iceberg"):
-        needs.append((f"--format {fmt}", fmt))
-    if fmt == "iceberg" and not dict(getattr(args, "iceberg_catalog", None) or {}).get("type"):
-        needs.append(("--format iceberg's default SQL catalog", "iceberg-sql"))
-    for what, need in needs:
-        module, extra = EXTRAS[need]
-        if importlib.util.find_spec(module) is None:
-            raise UsageError(
-                f"{what} needs {module}, which is not installed: "
-                f"pip install 'airflow-provider-acid[{extra}]'"
-            )
-
-
-def _check_out_folder(out: str) -> None:
-    """``--out`` is a folder (or nothing yet), checked before any work."""
-    if "://" in out and not out.startswith("file://"):
-        return
-    path = out.removeprefix("file://")
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise UsageError(f"--out {out} is a file, not a folder: give a folder for the snapshots")
-
-
-def _source(
-    args: argparse.Namespace,
-    *,
-    where: Any = None,
-    partitions: Any = None,
-    current_txn: int | None = None,
-) -> TableSource:
-    """The table the arguments name: by ``--table`` through ``--metastore``, or TABLE_URI.
-
-    Storage-only without a write-id list: the warning goes to stderr (never to stdout, which
-    scripts parse)."""
-    from .engine.sources import open_source
-
-    source = open_source(
-        args.table_uri,
-        table=args.table,
-        metastore=_metastore_address(args),
-        where=where,
-        partitions=partitions,
-        write_ids=args.valid_write_ids,
-        txns=args.valid_txns,
-        insert_only=getattr(args, "insert_only", False),
-        current_txn=current_txn,
-    )
-    for warning in source.warnings:
-        print(f"airflow-acid {args.command}: warning: {warning}", file=sys.stderr)
-    return source
-
-
-def _warn_left_out(args: argparse.Namespace, warnings: Sequence[str]) -> None:
-    """What ``--ignore-unrecognised`` left out, on stderr (the output records it too)."""
-    from .acid.resolution import IGNORED_PREFIX
-
-    for warning in warnings:
-        if warning.startswith(IGNORED_PREFIX):
-            print(f"airflow-acid {args.command}: warning: {warning}", file=sys.stderr)
-
-
-def _metastore_address(args: argparse.Namespace) -> Any:
-    if not args.metastore:
-        return None
-    from .metastore.connection import MetastoreAddress
-
-    return MetastoreAddress.parse(
-        args.metastore, auth=args.metastore_auth, user=args.metastore_user
-    )
-
-
-def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
-    """TABLE_URI, or ``--metastore`` and ``--table``; the write-id and transaction lists."""
-    parser.add_argument(
-        "table_uri",
-        nargs="?",
-        metavar="TABLE_URI",
-        help="table location (path or fsspec URL); or name it with --table and --metastore",
-    )
-    group = parser.add_argument_group("reading a table by name through its Hive Metastore")
-    group.add_argument("--table", metavar="DB.TABLE", help="the table's name in the metastore")
-    group.add_argument(
-        "--metastore",
-        metavar="URI",
-        default=os.environ.get("ACID_METASTORE_URI"),
-        help="thrift://HOST:PORT (default: $ACID_METASTORE_URI); the source of truth for "
-        "committed writes, schema, partitions and bucketing",
-    )
-    group.add_argument(
-        "--metastore-auth",
-        choices=("NONE", "PLAIN", "NOSASL", "LDAP", "CONFIG"),
-        help="SASL PLAIN (or LDAP/CONFIG, which are PLAIN on the wire) for metastores that ask; "
-        "the password comes from $ACID_METASTORE_PASSWORD",
-    )
-    group.add_argument("--metastore-user", metavar="USER", help="user for --metastore-auth PLAIN")
-    parser.add_argument(
-        "--valid-write-ids",
-        metavar="S",
-        help="Hive write-id list, e.g. 'db.t:5:9223372036854775807::3' (default: the "
-        "metastore's, or all committed without one)",
-    )
-    parser.add_argument(
-        "--valid-txns", metavar="S", help="Hive transaction list, e.g. '20:9223372036854775807::'"
-    )
 
 
 def _inspect(args: argparse.Namespace) -> int:
     from .acid.partition_listing import resolve_partition_specs
 
     # storage-only, only the partition folders --partition names are listed
-    source = _source(args, partitions=args.partition)
+    source = source_of(args, partitions=args.partition)
     if args.partition:
         snapshot = resolve_partition_specs(source, args.partition).snapshot
     else:
         snapshot = resolve_read_view(source)
     if args.json:
-        print(json.dumps(snapshot_to_dict(snapshot), indent=2))
+        print(json.dumps(read_view_to_dict(snapshot), indent=2))
     else:
-        print(format_snapshot(snapshot))
+        print(format_read_view(snapshot))
     return 0
 
 
@@ -299,11 +179,12 @@ def format_compaction(result: SnapshotResult) -> str:
 
 
 def _compact(args: argparse.Namespace) -> int:
-    from .engine.compaction import CompactionOptions, compact_table
+    from .engine.compaction import compact_table
+    from .engine.options import CompactionOptions
     from .output.sinks import check_sink
 
     sink_options = _sink_options(args)
-    _check_out_folder(args.out)
+    check_out_folder(args.out)
     check_sink(  # bad sink options fail before any work
         args.output_format, args.out, options=sink_options, timestamp_unit=args.timestamp_unit
     )
@@ -329,7 +210,7 @@ def _compact(args: argparse.Namespace) -> int:
         raise UsageError("name TABLE_URI, --table with --metastore, or --manifest FILE")
     else:
         with _read_transaction(args) as txn_id, progress_line(args.quiet) as progress:
-            source = _source(args, partitions=args.partition, current_txn=txn_id)
+            source = source_of(args, partitions=args.partition, current_txn=txn_id)
             result = compact_table(
                 source,
                 args.out,
@@ -338,7 +219,7 @@ def _compact(args: argparse.Namespace) -> int:
                 options=options,
                 progress=progress,
             )
-    _warn_left_out(args, result.warnings)
+    warn_left_out(args, result.warnings)
     publication = None
     if args.output_format != "parquet":
         from .output.sinks import publish_snapshot
@@ -369,7 +250,7 @@ def format_publication(publication: Publication) -> str:
 def _read_transaction(args: argparse.Namespace) -> Iterator[int | None]:
     """By name, a read transaction held (with heartbeats) while the whole snapshot is read in
     this process: Hive's Cleaner then keeps every file the read view needs."""
-    address = _metastore_address(args) if args.table else None
+    address = metastore_address(args) if args.table else None
     if address is None:
         yield None
         return
@@ -411,12 +292,6 @@ def _add_expire(commands: Any, common: argparse.ArgumentParser) -> None:
     expire.set_defaults(run=_expire)
 
 
-_IGNORE_UNRECOGNISED_HELP = (
-    "go ahead although files of the table cannot be placed in any bucket slice (by default "
-    "they fail the command, named); the output records each file so left out"
-)
-
-
 def _add_compact(commands: Any, common: argparse.ArgumentParser) -> None:
     compact = commands.add_parser(
         "compact",
@@ -425,7 +300,7 @@ def _add_compact(commands: Any, common: argparse.ArgumentParser) -> None:
         description="Anti-join each bucket's rows with its delete keys and write Parquet under "
         "OUT_URI; the manifest OUT_URI/_snapshots/<id>/manifest.json is the commit point.",
     )
-    _add_table_arguments(compact)
+    add_table_arguments(compact)
     compact.add_argument(
         "--manifest",
         metavar="FILE",
@@ -470,191 +345,11 @@ def _add_compact(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     compact.add_argument("--workers", type=int, metavar="N", help="buckets compacted at once")
     compact.add_argument(
-        "--ignore-unrecognised", action="store_true", help=_IGNORE_UNRECOGNISED_HELP
+        "--ignore-unrecognised", action="store_true", help=IGNORE_UNRECOGNISED_HELP
     )
     _add_format_arguments(compact)
     compact.add_argument("--json", action="store_true", help="stable JSON output for scripts")
     compact.set_defaults(run=_compact)
-
-
-def _index(args: argparse.Namespace) -> int:
-    from .acid.listing import resolve_filesystem
-    from .acid.partition_listing import resolve_partition_specs
-    from .pruning.manifest import default_index_uri, refresh_index
-
-    source = _source(args, partitions=args.partition)
-    fs, root = resolve_filesystem(source.location)
-    # with --partition, only those partitions are listed and refreshed; the others stay indexed
-    scoped = resolve_partition_specs(source, args.partition, filesystem=fs)
-    snapshot = scoped.snapshot
-    index_uri = args.index or default_index_uri(args.out or f"{root.rstrip('/')}_acid")
-    from .acid.rows import table_columns
-
-    result = refresh_index(
-        snapshot,
-        fs,
-        index_uri,
-        table_columns=table_columns(snapshot, fs).names,
-        scope=scoped.scope(fs),
-    )
-    summary = {
-        "format": "airflow-acid/index",
-        "version": 1,
-        "index": index_uri,
-        "added": result.added,
-        "kept": result.kept,
-        "removed": result.removed,
-        "index_version": result.version,
-        "failed": [{"path": p, "error": e} for p, e in result.failed],
-    }
-    if args.json:
-        print(json.dumps(summary, indent=2))
-    else:
-        print(
-            f"index {index_uri} (version {result.version}): {result.added} file(s) added, "
-            f"{result.kept} kept, {result.removed} removed"
-        )
-        for path, error in result.failed:
-            print(f"  not indexed (kept as unknown): {path}: {error}")
-    return 0
-
-
-def format_metrics(metrics: dict[str, Any]) -> str:
-    """The pruning metrics as a short table."""
-    rows = [
-        ("partitions", f"{metrics['partitions_kept']:,} of {metrics['partitions_total']:,} kept"),
-        ("slices", f"{metrics['slices_kept']:,} of {metrics['slices_total']:,} kept"),
-        (
-            "data files",
-            f"{metrics['files_candidate']:,} of {metrics['files_total']:,} candidates, "
-            f"{metrics['files_not_indexed']:,} not indexed",
-        ),
-        ("bytes", f"{metrics['bytes_kept']:,} of {metrics['bytes_total']:,} kept"),
-        ("skipping ratio", f"{metrics['skipping_ratio']:.1%}"),
-        (
-            "time",
-            f"index read {metrics['index_read_seconds']:.3f} s, evaluate "
-            f"{metrics['evaluate_seconds']:.3f} s, manifest {metrics['manifest_seconds']:.3f} s",
-        ),
-    ]
-    return "\n".join(f"{name:<15}{value}" for name, value in rows)
-
-
-def _manifest(args: argparse.Namespace) -> int:
-    from .pruning.manifest import compute_manifest, write_manifest
-
-    manifest = compute_manifest(
-        _source(args, where=args.where),
-        args.where,
-        index_uri=args.index,
-        refresh=args.refresh,
-        granularity=args.granularity,
-        ignore_unrecognised=args.ignore_unrecognised,
-        bucketing=_bucketing_option(args),
-    )
-    path = write_manifest(manifest, args.out) if args.out else None
-    _warn_left_out(args, manifest.warnings)
-    if args.json:
-        print(
-            json.dumps(
-                {**manifest.header(), "manifest_path": path, "slice_keys": manifest.slice_keys},
-                indent=2,
-            )
-        )
-    else:
-        print(f"predicate      {manifest.predicate}")
-        print(format_metrics(manifest.metrics.to_dict()))
-        if manifest.metrics.slices_pruned_by_bucket:
-            print(
-                f"{'by bucket':<15}{manifest.metrics.slices_pruned_by_bucket:,} slice(s) "
-                "ruled out by Hive's bucketing hash"
-            )
-        if path:
-            print(f"manifest       {path}")
-    return 0
-
-
-def _bucketing_option(args: argparse.Namespace) -> dict[str, Any] | None:
-    """``--bucketed-by``, ``--buckets`` and ``--bucketing-version`` as ``compute_manifest``'s
-    ``bucketing`` option (None when not given)."""
-    if args.bucketed_by is None and args.buckets is None:
-        if args.bucketing_version is not None:
-            raise UsageError("--bucketing-version needs --bucketed-by and --buckets")
-        return None
-    if not args.bucketed_by or not args.buckets:
-        raise UsageError("--bucketed-by and --buckets go together")
-    return {
-        "columns": [c.strip() for c in args.bucketed_by.split(",") if c.strip()],
-        "buckets": args.buckets,
-        "version": args.bucketing_version or 2,
-    }
-
-
-def _add_index_and_manifest(commands: Any, common: argparse.ArgumentParser) -> None:
-    index = commands.add_parser(
-        "index",
-        parents=[common],
-        help="build or refresh the column-stats index of a table's data files",
-    )
-    _add_table_arguments(index)
-    index.add_argument(
-        "--index", metavar="URI", help="index location (default: OUT_URI/_index, see --out)"
-    )
-    index.add_argument(
-        "--out",
-        metavar="OUT_URI",
-        help="output root whose _index folder holds the index (default: TABLE_URI_acid)",
-    )
-    index.add_argument(
-        "--partition",
-        action="append",
-        metavar="K=V[/K=V]",
-        help="refresh only this partition, the only one listed; the others stay indexed "
-        "(repeatable; a partial spec matches every partition under it)",
-    )
-    index.add_argument("--json", action="store_true", help="stable JSON output for scripts")
-    index.set_defaults(run=_index)
-
-    manifest = commands.add_parser(
-        "manifest",
-        parents=[common],
-        help="write the pruned slice manifest of a predicate and print its metrics",
-    )
-    _add_table_arguments(manifest)
-    manifest.add_argument(
-        "--where", required=True, metavar="SQL", help='SQL WHERE fragment, e.g. "amount > 100"'
-    )
-    manifest.add_argument("--index", metavar="URI", help="column-stats index location")
-    manifest.add_argument(
-        "--refresh", action="store_true", help="refresh the index first (needs --index)"
-    )
-    manifest.add_argument(
-        "--granularity", choices=("slice", "file"), default="slice", help="what is dropped"
-    )
-    manifest.add_argument(
-        "--out", metavar="FILE", help="write the manifest here (.json, .jsonl or .parquet)"
-    )
-    manifest.add_argument(
-        "--ignore-unrecognised", action="store_true", help=_IGNORE_UNRECOGNISED_HELP
-    )
-    manifest.add_argument(
-        "--bucketed-by",
-        metavar="COL[,COL]",
-        help="the table's CLUSTERED BY columns, for bucket pruning when it is read storage-only "
-        "(by name, the metastore's bucketing is used)",
-    )
-    manifest.add_argument(
-        "--buckets", type=int, metavar="N", help="the table's number of buckets (--bucketed-by)"
-    )
-    manifest.add_argument(
-        "--bucketing-version",
-        type=int,
-        choices=(1, 2),
-        metavar="V",
-        help="Hive's bucketing_version of the table: 2 (Murmur3, Hive 3's default) or 1",
-    )
-    manifest.add_argument("--json", action="store_true", help="stable JSON output for scripts")
-    manifest.set_defaults(run=_manifest)
 
 
 def _global_options(parser: argparse.ArgumentParser, default: Any) -> None:
@@ -690,7 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
         help="show the snapshot: partitions, bucket slices, chosen and skipped folders",
     )
-    _add_table_arguments(inspect)
+    add_table_arguments(inspect)
     inspect.add_argument(
         "--insert-only", action="store_true", help="the table is insert-only (no ACID columns)"
     )
@@ -704,7 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--json", action="store_true", help="stable JSON output for scripts")
     inspect.set_defaults(run=_inspect)
     _add_compact(commands, common)
-    _add_index_and_manifest(commands, common)
+    add_index_and_manifest(commands, common)
     _add_expire(commands, common)
     return parser
 

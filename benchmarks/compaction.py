@@ -65,7 +65,8 @@ TARGET_RSS_PER_WORKER_MIB = 300
 
 
 def run_compaction(table: str, out: str, workers: int, compression: str) -> int:
-    from airflow_provider_acid.engine.compaction import CompactionOptions, compact_table
+    from airflow_provider_acid.engine.compaction import compact_table
+    from airflow_provider_acid.engine.options import CompactionOptions
 
     options = CompactionOptions(
         max_workers=workers, reuse=False, compression=compression, timestamp_unit=TIMESTAMP_UNIT
@@ -384,7 +385,6 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "_run":
         _child(argv[1], argv[2], argv[3], int(argv[4]), argv[5])
-        return 0
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--buckets", type=int, default=4)

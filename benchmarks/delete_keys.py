@@ -116,8 +116,8 @@ def child(kind: str, root: str, out: str) -> None:
 
         from airflow_provider_acid.acid.resolution import resolve_read_view
         from airflow_provider_acid.acid.rows import SliceReader, TableColumns
-        from airflow_provider_acid.engine.compaction import CompactionOptions
         from airflow_provider_acid.engine.delete_keys import DeleteKeySet
+        from airflow_provider_acid.engine.options import CompactionOptions
 
         fs = LocalFileSystem()
         snapshot = resolve_read_view(root, filesystem=fs)
@@ -132,8 +132,9 @@ def child(kind: str, root: str, out: str) -> None:
         keys = DeleteKeySet.from_batches(reader.delete_batches())
         report = {"keys": len(keys), "set_bytes": keys.nbytes}
     else:
-        from airflow_provider_acid.engine.compaction import CompactionOptions, compact_table
+        from airflow_provider_acid.engine.compaction import compact_table
         from airflow_provider_acid.engine.memory_budget import DeleteKeyBudgetError
+        from airflow_provider_acid.engine.options import CompactionOptions
 
         try:
             result = compact_table(root, out, options=CompactionOptions(max_workers=1))

@@ -64,7 +64,8 @@ from airflow_provider_acid.acid.listing import StoredFile, list_table_files, res
 from airflow_provider_acid.acid.resolution import resolve_files
 from airflow_provider_acid.acid.schema import table_schema
 from airflow_provider_acid.pruning.binding import bind
-from airflow_provider_acid.pruning.index import stats_tables, write_tables
+from airflow_provider_acid.pruning.index import write_tables
+from airflow_provider_acid.pruning.index_records import stats_tables
 from airflow_provider_acid.pruning.manifest import (
     build_manifest,
     compute_manifest,

@@ -39,7 +39,8 @@ TARGET = 1.1
 def _child(sink: str, table: str, out: str, compression: str) -> None:
     """One measured run: compaction and commit, then the sink's publication."""
     import airflow_provider_acid.engine.compaction  # noqa: F401 - imported before the clock
-    from airflow_provider_acid.engine.compaction import CompactionOptions, compact_table
+    from airflow_provider_acid.engine.compaction import compact_table
+    from airflow_provider_acid.engine.options import CompactionOptions
     from airflow_provider_acid.output.sinks import open_sink
 
     # the format's library imported before the clock too (this machine may compile it from

@@ -59,7 +59,8 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from airflow_provider_acid.acid.storage import TEMPORARY_NAME
-from airflow_provider_acid.engine.compaction import compact_slice, compact_table, plan_snapshot
+from airflow_provider_acid.engine.compaction import compact_slice, compact_table
+from airflow_provider_acid.engine.plan import plan_snapshot
 from airflow_provider_acid.output.protocol import committed_snapshots
 from airflow_provider_acid.testing import generate_demo_table
 

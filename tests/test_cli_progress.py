@@ -18,7 +18,8 @@ import pytest
 from airflow_provider_acid import cli
 from airflow_provider_acid.acid.source import STORAGE_ONLY_WARNING
 from airflow_provider_acid.cli_progress import ProgressLine, format_rate, progress_line
-from airflow_provider_acid.engine.compaction import CompactionOptions, compact_table
+from airflow_provider_acid.engine.compaction import compact_table
+from airflow_provider_acid.engine.options import CompactionOptions
 from airflow_provider_acid.output import BucketResult, CommitError, OutputFile
 from airflow_provider_acid.testing.table_writer import AcidTableWriter
 

@@ -103,7 +103,13 @@ def resolve_partition(
     plans: dict[tuple[tuple[str, bool], ...], Plan] | None = None,
 ) -> PartitionReadView:
     """Resolve one partition; ``plans`` (by :func:`_layout`, for the same write-id and
-    transaction lists) saves choosing again for partitions laid out alike."""
+    transaction lists) saves choosing again for partitions laid out alike.
+
+    :param listing: the partition's grouped listing.
+    :param write_ids: the reader's write-id list.
+    :param txns: the reader's transaction list (None: every compactor folder visible).
+    :param plans: plans chosen before, by layout (None: choose afresh).
+    """
     folders = listing.folders
     if plans is None:
         plan = _plan(listing, write_ids, txns)

@@ -401,7 +401,12 @@ def resolve_listing(
     root: str, files: Sequence[StoredFile], resolver: Resolver
 ) -> tuple[list[PartitionReadView], list[UnrecognisedEntry]]:
     """Resolve every partition of a listing below ``root``: those laid out as one before from
-    its template, the rest the plain way. Partitions in path order."""
+    its template, the rest the plain way. Partitions in path order.
+
+    :param root: the table's folder.
+    :param files: the listed files below it, in path order.
+    :param resolver: the resolver holding the write-id and transaction lists and the templates.
+    """
     runs, plain = _partition_runs(root, list(map(PATH_OF, files)))
     taken: set[str] = set()
     add = resolver.add

@@ -1,4 +1,4 @@
-"""A resolved snapshot as plain data (the stable ``--json`` form) and as readable text.
+"""A resolved read view as plain data (the stable ``--json`` form) and as readable text.
 
 Paths are given relative to the table root, folders and files named as they are on storage.
 
@@ -78,7 +78,7 @@ def _partition(snapshot: TableReadView, part: PartitionReadView) -> dict[str, An
     }
 
 
-def snapshot_to_dict(snapshot: TableReadView) -> dict[str, Any]:
+def read_view_to_dict(snapshot: TableReadView) -> dict[str, Any]:
     """The documented, stable JSON form of a snapshot (see the module docstring)."""
     files = snapshot.files
     return {
@@ -102,9 +102,9 @@ def snapshot_to_dict(snapshot: TableReadView) -> dict[str, Any]:
     }
 
 
-def format_snapshot(snapshot: TableReadView) -> str:
+def format_read_view(snapshot: TableReadView) -> str:
     """A human-readable report: partitions, slices, chosen and left-out folders with reasons."""
-    data = snapshot_to_dict(snapshot)
+    data = read_view_to_dict(snapshot)
     totals = data["totals"]
     definition = snapshot.definition
     lines = [f"table      {data['table']}"]

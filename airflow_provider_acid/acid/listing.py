@@ -74,6 +74,11 @@ def list_table_files(fs: AbstractFileSystem, root: str) -> list[StoredFile]:
 
 
 def stored_files(found: dict[str, dict[str, Any]]) -> list[StoredFile]:
+    """The files of a ``find(detail=True)`` answer as :class:`StoredFile` values, folders and side
+    entries left out.
+
+    :param found: path -> details, as fsspec's ``find(..., detail=True)`` returns them.
+    """
     files = [
         StoredFile(
             path=info.get("name", path),

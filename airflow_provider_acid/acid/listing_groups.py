@@ -271,6 +271,13 @@ class _NameFacts:
 def group_listing(
     root: str, files: Iterable[StoredFile], insert_only: bool
 ) -> tuple[list[PartitionListing], list[UnrecognisedEntry]]:
+    """The listed files below ``root`` grouped per partition into folders and files, and the files
+    that fit no partition (as unrecognised entries).
+
+    :param root: the table's folder.
+    :param files: the listed files below it.
+    :param insert_only: the table is insert-only (its deltas have no delete events).
+    """
     partitions: dict[str, PartitionListing] = {}
     unrecognised: list[UnrecognisedEntry] = []
     prefix = root.rstrip("/") + "/"

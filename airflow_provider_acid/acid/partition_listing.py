@@ -365,7 +365,7 @@ def spec_filter(specs: Sequence[Any]) -> PartitionFilter:
 
 @dataclass(frozen=True)
 class ScopedReadView:
-    """A snapshot resolved from a partition-scoped listing; ``listing`` is None when the table
+    """A read view resolved from a partition-scoped listing; ``listing`` is None when the table
     was resolved as before (read by name: the metastore's partitions; or no filter)."""
 
     snapshot: Any  # TableReadView (imported lazily: resolution.py imports nothing from here)

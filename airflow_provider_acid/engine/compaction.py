@@ -1,8 +1,8 @@
-"""Per-bucket anti-join compaction of a Hive ACID snapshot into clean Parquet.
+"""Per-bucket anti-join compaction of a Hive ACID read view into a clean Parquet snapshot.
 
 For each bucket slice: ``rows(originals + base + deltas) ANTI JOIN delete keys`` on the full
 key ``(originalTransaction, bucket field as stored, rowId)``. Buckets are independent units of
-work: :func:`plan_snapshot` fixes what a snapshot holds, :func:`compact_slice` writes one
+work: :func:`~.plan.plan_snapshot` fixes what a snapshot holds, :func:`compact_slice` writes one
 bucket (on any worker), :func:`commit_snapshot` verifies and commits them all;
 :func:`compact_table` does the three in one process.
 
@@ -14,34 +14,23 @@ a straight copy.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
-from ..acid.hive_types import TIMESTAMP_UNITS, HiveType, partition_scalar
-from ..acid.layout_checks import check_read_view
+from ..acid.hive_types import HiveType, partition_scalar
 from ..acid.listing import location_uri, resolve_filesystem
-from ..acid.locations import check_outside_table
-from ..acid.partition_listing import partition_specs
 from ..acid.read_view import BucketSlice, TableReadView
-from ..acid.resolution import check_placed, resolve_read_view
-from ..acid.rows import SliceReader, TableColumns, table_columns
-from ..acid.schema import partition_columns
-from ..acid.source import TableDefinition, TableSource, storage_only_warning
-from ..acid.writeids import RangeValidity, ValidTxnList, ValidWriteIdList, parse_write_id_list
+from ..acid.rows import SliceReader, TableColumns
+from ..acid.source import TableDefinition, TableSource
+from ..acid.writeids import ValidTxnList, ValidWriteIdList
 from ..output.parquet_files import (
-    IDENTITY_COLUMNS,
     BucketFileWriter,
-    dictionary_columns,
     output_schema,
 )
 from ..output.protocol import (
@@ -49,414 +38,19 @@ from ..output.protocol import (
     complete_commit,
     read_manifest,
     read_plan,
-    reuse_candidates,
-    write_plan,
 )
 from ..output.records import BucketResult, CommitError, PlannedSlice, SnapshotPlan, SnapshotResult
 from .delete_keys import DeleteKeySet
 from .memory_budget import delete_key_budget, within_budget
-
-#: A row filter: given a batch of output rows, which to keep (nulls count as False).
-RowFilter = Callable[[pa.Table], "pa.Array | pa.ChunkedArray"]
-
-#: Told after each slice :func:`compact_table` computes: its result, slices done, slices to
-#: compute (reused slices are not computed). Called one at a time, from the worker threads.
-ProgressCallback = Callable[[BucketResult, int, int], None]
-
-_SETTINGS_VERSION = 1
-
-
-@dataclass(frozen=True)
-class CompactionOptions:
-    """How snapshots are written.
-
-    :param compression: Parquet codec (``zstd``, ``snappy``, ``gzip``, ``lz4``, ``none``).
-    :param compression_level: codec level (None: the codec's default).
-    :param target_file_size: bytes after which a bucket's output rolls over to a new file.
-    :param row_group_rows: rows per Parquet row group (also the write buffer).
-    :param batch_rows: rows processed at a time (ORC stripes are sliced to this).
-    :param include_identity: also write the row identity as ``_acid_*`` columns.
-    :param timestamp_unit: unit of timestamp columns (``us`` is what Spark reads; a value
-        finer than it is an error, not a silent truncation; ``ns`` keeps Hive's precision).
-    :param schema: the table's columns (a pyarrow Schema, ``(name, hive type)`` pairs or a
-        mapping); by default those of the newest ACID file.
-    :param partition_types: Hive types of partition columns, e.g. ``{"dt": "date"}``; others
-        are inferred from the folder values (bigint, date, else string).
-    :param reuse: reuse the files of unchanged buckets of the latest committed snapshot.
-    :param max_workers: buckets compacted at once by :func:`compact_table`.
-    :param ignore_unrecognised: plan the snapshot even though files of the table cannot be
-        placed in any slice (see :func:`~.snapshot.check_placed`); the plan and the manifest
-        record each file so left out. By default such files refuse the plan.
-    """
-
-    compression: str = "zstd"
-    compression_level: int | None = None
-    target_file_size: int = 256 * 1024 * 1024
-    row_group_rows: int = 262_144
-    batch_rows: int = 131_072
-    include_identity: bool = False
-    timestamp_unit: str = "us"
-    schema: Any = None
-    partition_types: Mapping[str, str] | None = None
-    reuse: bool = True
-    max_workers: int | None = None
-    ignore_unrecognised: bool = False
-
-    def __post_init__(self) -> None:
-        if self.timestamp_unit not in TIMESTAMP_UNITS:
-            raise ValueError(f"timestamp_unit must be one of {TIMESTAMP_UNITS}")
-        for name in ("target_file_size", "row_group_rows", "batch_rows"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be positive")
-        if self.max_workers is not None and self.max_workers < 1:
-            raise ValueError("max_workers must be positive")
-
-    def workers(self) -> int:
-        return self.max_workers or max(1, min(4, os.cpu_count() or 1))
-
-
-# -- choosing slices -------------------------------------------------------------------------
-
-
-def select_slices(
-    snapshot: TableReadView,
-    partitions: Iterable[str | Mapping[str, Any]] | None = None,
-    buckets: Iterable[int] | None = None,
-    slice_keys: Iterable[str] | None = None,
-) -> tuple[BucketSlice, ...]:
-    """The slices to compact: those of the given partitions (``dt=2024-01-01`` or mappings; a
-    slice matches if it matches any spec), buckets and slice keys (all when None)."""
-    chosen = list(snapshot.slices)
-    if partitions is not None:
-        specs = partition_specs(partitions)
-        keys = set(snapshot.partition_keys())
-        for spec in specs:
-            unknown = sorted(set(spec) - keys)
-            if unknown:
-                raise ValueError(
-                    f"partitions: {unknown} are not partition columns of {snapshot.root} "
-                    f"(columns: {sorted(keys) or 'none, the table is unpartitioned'})"
-                )
-
-        def matches(s: BucketSlice, spec: Mapping[str, Any]) -> bool:
-            values = s.partition.as_dict()
-            return all(values.get(k) == v for k, v in spec.items())
-
-        for spec in specs:
-            if not any(matches(s, spec) for s in chosen):
-                shown = "/".join(f"{k}={v}" for k, v in spec.items())
-                raise ValueError(f"partitions: {shown!r} matches no partition of {snapshot.root}")
-        chosen = [s for s in chosen if any(matches(s, spec) for spec in specs)]
-    if buckets is not None:
-        wanted = {int(b) for b in buckets}
-        present = {s.bucket_id for s in chosen}
-        missing = sorted(wanted - present)
-        if missing:
-            raise ValueError(
-                f"buckets: {missing} not in {snapshot.root}"
-                f"{' (of the partitions given)' if partitions is not None else ''}; its "
-                f"buckets are {sorted(present) or 'none'}"
-            )
-        chosen = [s for s in chosen if s.bucket_id in wanted]
-    if slice_keys is not None:
-        wanted_keys = list(dict.fromkeys(slice_keys))
-        known = {s.key for s in snapshot.slices}
-        unknown = [k for k in wanted_keys if k not in known]
-        if unknown:
-            raise ValueError(f"slice_keys: {unknown} are not slices of {snapshot.root}")
-        wanted_set = set(wanted_keys)
-        chosen = [s for s in chosen if s.key in wanted_set]
-    return tuple(chosen)
-
-
-# -- planning --------------------------------------------------------------------------------
-
-
-def _output_settings(
-    options: CompactionOptions,
-    columns: TableColumns,
-    partition_columns: Sequence[tuple[str, HiveType]],
-    row_filter_key: str | None,
-) -> dict[str, Any]:
-    names = [c.name.lower() for c in columns.columns] + [k.lower() for k, _ in partition_columns]
-    if options.include_identity:
-        names += [n for n, _ in IDENTITY_COLUMNS]
-    clashes = sorted({n for n in names if names.count(n) > 1})
-    if clashes:
-        raise ValueError(f"output columns {clashes} appear twice (table, partition, identity)")
-    return {
-        "version": _SETTINGS_VERSION,
-        "columns": columns.to_dict()["columns"],  # not where they came from: that changes
-        "partition_columns": [{"name": k, "hive_type": str(t)} for k, t in partition_columns],
-        "include_identity": options.include_identity,
-        "timestamp_unit": options.timestamp_unit,
-        "compression": options.compression,
-        "compression_level": options.compression_level,
-        "target_file_size": options.target_file_size,
-        "row_group_rows": options.row_group_rows,
-        "batch_rows": options.batch_rows,
-        "row_filter": row_filter_key,
-    }
-
-
-def _digest(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def relative_path(root: str, path: str) -> str:
-    """``path`` relative to the table root, as plans and manifests name files; a file outside
-    it (a metastore partition stored elsewhere) keeps its full path."""
-    prefix = root.rstrip("/") + "/"
-    return path[len(prefix) :] if path.startswith(prefix) else path
-
-
-def name_files(paths: Sequence[str], at_most: int = 5) -> str:
-    """``a, b, c and 4 more``: files an error names."""
-    shown = ", ".join(paths[:at_most])
-    return shown + (f" and {len(paths) - at_most} more" if len(paths) > at_most else "")
-
-
-def slice_fingerprint(
-    snapshot: TableReadView, bucket_slice: BucketSlice, settings: Mapping[str, Any]
-) -> str:
-    """A hash of everything a bucket's output depends on: its files (path, size, version),
-    which of their writes the write-id list shows, and the output settings."""
-    write_ids = snapshot.write_ids
-    described = []
-    for data_file in bucket_slice.files:
-        folder = data_file.folder
-        visibility: Any = "all"
-        if folder is not None:
-            validity = write_ids.range_validity(folder.min_write_id, folder.max_write_id)
-            if validity is not RangeValidity.ALL:
-                top = min(folder.max_write_id, write_ids.high_watermark)
-                visibility = [top, list(write_ids.invalid_ids_in(folder.min_write_id, top))]
-        described.append(
-            [
-                data_file.role.value,
-                relative_path(snapshot.root, data_file.path),
-                data_file.file.size,
-                data_file.file.version,
-                visibility,
-            ]
-        )
-    return _digest([settings, bucket_slice.key, described])[:32]
-
-
-def _snapshot_id(
-    snapshot: TableReadView,
-    settings: Mapping[str, Any],
-    slices: list[PlannedSlice],
-    ignored: Sequence[str] = (),
-) -> str:
-    write_ids = None if snapshot.write_ids.is_all_committed else str(snapshot.write_ids)
-    described: list[Any] = [
-        "airflow-acid/snapshot/1",
-        snapshot.root,
-        write_ids,
-        str(snapshot.txns) if snapshot.txns else None,
-        snapshot.insert_only,
-        settings,
-        [[s.key, s.fingerprint] for s in slices],
-    ]
-    if ignored:  # what was left out by choice is part of what the snapshot is
-        described.append(sorted(ignored))
-    return _digest(described)[:16]
-
-
-def plan_for(
-    snapshot: TableReadView,
-    out_uri: str,
-    *,
-    fs: AbstractFileSystem,
-    partitions: Iterable[str | Mapping[str, Any]] | None = None,
-    buckets: Iterable[int] | None = None,
-    slice_keys: Iterable[str] | None = None,
-    row_filter_key: str | None = None,
-    out_filesystem: AbstractFileSystem | None = None,
-    storage_options: dict[str, Any] | None = None,
-    options: CompactionOptions = CompactionOptions(),  # noqa: B008 - frozen, shared safely
-    ignore_unrecognised: bool = False,
-) -> SnapshotPlan:
-    """Plan a snapshot of an already resolved table snapshot (see :func:`plan_snapshot`).
-
-    Files of the table that cannot be placed in any slice refuse the plan
-    (:class:`~.snapshot.UnplacedFilesError`, naming them) unless ``ignore_unrecognised`` (or
-    ``options.ignore_unrecognised``); the plan's warnings then name each file left out.
-    """
-    ignored = check_placed(
-        snapshot, ignore_unrecognised=ignore_unrecognised or options.ignore_unrecognised
-    )
-    out_fs, out_root = resolve_filesystem(out_uri, out_filesystem, storage_options)
-    # Where workers open the table again (compact_slice(plan.table, ...)): keep its protocol.
-    table_uri = location_uri(fs, snapshot.root)
-    check_outside_table(location_uri(out_fs, out_root), table_uri, "output location")
-    chosen = select_slices(snapshot, partitions, buckets, slice_keys)
-    columns = table_columns(snapshot, fs, options.schema)
-    settings = _output_settings(
-        options, columns, partition_columns(snapshot, options.partition_types), row_filter_key
-    )
-    planned = [
-        PlannedSlice(
-            s.key,
-            s.partition.path,
-            s.bucket_id,
-            slice_fingerprint(snapshot, s, settings),
-            files=tuple(relative_path(snapshot.root, f.path) for f in s.files),
-        )
-        for s in chosen
-    ]
-    snapshot_id = _snapshot_id(snapshot, settings, planned, ignored)
-    if read_manifest(out_fs, out_root, snapshot_id) is not None:
-        return read_plan(out_fs, out_root, snapshot_id)
-    previous = None
-    if options.reuse:
-        previous, usable = reuse_candidates(out_fs, out_root, table_uri)
-        planned = [
-            replace(p, reused=reused)
-            if (reused := usable.get(p.key)) is not None and reused.fingerprint == p.fingerprint
-            else p
-            for p in planned
-        ]
-    plan = SnapshotPlan(
-        snapshot_id=snapshot_id,
-        out=out_root,
-        table=table_uri,
-        write_ids=None if snapshot.write_ids.is_all_committed else str(snapshot.write_ids),
-        txns=str(snapshot.txns) if snapshot.txns else None,
-        insert_only=snapshot.insert_only,
-        settings=settings,
-        slices=tuple(planned),
-        previous_snapshot_id=previous,
-        max_write_id=max(
-            (f.folder.max_write_id for f in snapshot.files if f.folder is not None), default=0
-        ),
-        definition=snapshot.definition.to_dict() if snapshot.definition else None,
-        warnings=_warnings(snapshot) + ignored,
-    )
-    write_plan(out_fs, plan)
-    return plan
-
-
-def _warnings(snapshot: TableReadView) -> tuple[str, ...]:
-    warning = storage_only_warning(snapshot.write_ids, snapshot.definition)
-    return (warning,) if warning else ()
-
-
-def _resolve(
-    table_uri: str | TableSource,
-    write_ids: ValidWriteIdList | str | None,
-    txns: ValidTxnList | str | None,
-    insert_only: bool,
-    filesystem: AbstractFileSystem | None,
-    storage_options: dict[str, Any] | None,
-    partitions: Iterable[str | Mapping[str, Any]] | None = None,
-    *,
-    strict: bool = True,
-) -> tuple[TableReadView, AbstractFileSystem, dict[str, str]]:
-    """The snapshot, of only the given partitions' folders when ``partitions`` names some and
-    the table is read storage-only (:mod:`.partition_listing`; with ``strict`` a spec matching
-    no partition is an error naming it, else the table is listed whole); and then the
-    partition columns' types as every partition folder found gives them (what a whole
-    listing infers), else ``{}``."""
-    location = table_uri.location if isinstance(table_uri, TableSource) else table_uri
-    fs, _ = resolve_filesystem(location, filesystem, storage_options)
-    if isinstance(write_ids, str):
-        write_ids = parse_write_id_list(write_ids)
-    if partitions is not None:
-        from ..acid.partition_listing import (
-            resolve_partition_specs,
-            resolve_partitions,
-            spec_filter,
-        )
-
-        specs = list(partitions)
-        if strict:
-            scoped = resolve_partition_specs(
-                table_uri, specs, write_ids, txns, insert_only=insert_only, filesystem=fs
-            )
-        else:
-            scoped = resolve_partitions(
-                table_uri,
-                spec_filter(specs),
-                write_ids,
-                txns,
-                insert_only=insert_only,
-                filesystem=fs,
-            )
-        types: dict[str, str] = {}
-        if scoped.scoped and scoped.listing is not None:
-            from ..pruning.partition_pruning import partition_types_of
-
-            types = partition_types_of(scoped.listing.partitions)
-        check_read_view(scoped.snapshot, write_ids_given=_write_ids_given(table_uri, write_ids))
-        return scoped.snapshot, fs, types
-    snapshot = resolve_read_view(table_uri, write_ids, txns, insert_only=insert_only, filesystem=fs)
-    check_read_view(snapshot, write_ids_given=_write_ids_given(table_uri, write_ids))
-    return snapshot, fs, {}
-
-
-def _write_ids_given(table_uri: str | TableSource, write_ids: Any) -> bool:
-    """The read has a write-id list (given, or the source's: the metastore's or the user's)."""
-    if write_ids is not None:
-        return True
-    return isinstance(table_uri, TableSource) and table_uri.write_ids is not None
-
-
-def _with_partition_types(
-    options: CompactionOptions, types: Mapping[str, str]
-) -> CompactionOptions:
-    """``options`` with the partition types of the whole table (declared ones first)."""
-    if not types:
-        return options
-    declared = {k.lower() for k in options.partition_types or {}}
-    inferred = {k: t for k, t in types.items() if k.lower() not in declared}
-    return replace(options, partition_types={**inferred, **dict(options.partition_types or {})})
-
-
-def plan_snapshot(
-    table_uri: str | TableSource,
-    out_uri: str,
-    *,
-    write_ids: ValidWriteIdList | str | None = None,
-    txns: ValidTxnList | str | None = None,
-    insert_only: bool = False,
-    partitions: Iterable[str | Mapping[str, Any]] | None = None,
-    buckets: Iterable[int] | None = None,
-    slice_keys: Iterable[str] | None = None,
-    row_filter_key: str | None = None,
-    filesystem: AbstractFileSystem | None = None,
-    out_filesystem: AbstractFileSystem | None = None,
-    storage_options: dict[str, Any] | None = None,
-    options: CompactionOptions = CompactionOptions(),  # noqa: B008
-    ignore_unrecognised: bool = False,
-) -> SnapshotPlan:
-    """Resolve the table, choose its slices, fix the output schema and store the plan.
-
-    The snapshot id is a hash of the source and the output settings: planning twice gives the
-    same id. ``plan.keys_to_compute`` are the slices for :func:`compact_slice`; the others
-    reuse the latest committed snapshot's files. ``row_filter_key`` names the row filter the
-    workers will apply (it is part of the id: a callable has no stable identity of its own).
-    Files that cannot be placed in any slice refuse the plan unless ``ignore_unrecognised``
-    (see :func:`plan_for`).
-    """
-    snapshot, fs, types = _resolve(
-        table_uri, write_ids, txns, insert_only, filesystem, storage_options, partitions
-    )
-    return plan_for(
-        snapshot,
-        out_uri,
-        fs=fs,
-        partitions=partitions,
-        buckets=buckets,
-        slice_keys=slice_keys,
-        row_filter_key=row_filter_key,
-        out_filesystem=out_filesystem,
-        storage_options=storage_options,
-        options=_with_partition_types(options, types),
-        ignore_unrecognised=ignore_unrecognised,
-    )
-
+from .options import CompactionOptions, ProgressCallback, RowFilter
+from .plan import (
+    name_files,
+    plan_for,
+    relative_path,
+    resolve_for_plan,
+    slice_fingerprint,
+    with_partition_types,
+)
 
 # -- writing one bucket ----------------------------------------------------------------------
 
@@ -626,7 +220,7 @@ def compact_slice(
         snapshot = source
         fs, _ = resolve_filesystem(snapshot.root, filesystem, storage_options)
     else:
-        snapshot, fs, _ = _resolve(
+        snapshot, fs, _ = resolve_for_plan(
             _planned_source(plan, planned, source),
             plan.write_ids,
             plan.txns,
@@ -728,7 +322,7 @@ def compact_table(
     """Write and commit one Parquet snapshot of a Hive ACID table (or of chosen slices of it).
 
     Plans the snapshot, compacts its slices (``options.max_workers`` at a time) and commits
-    them; see :func:`plan_snapshot`, :func:`compact_slice` and :func:`commit_snapshot`. With a
+    them; see :func:`.plan_snapshot`, :func:`compact_slice` and :func:`commit_snapshot`. With a
     ``row_filter``, give ``row_filter_key`` too: a stable text naming the filter (it is part of
     the snapshot id), unless the filter object has a ``key`` attribute. ``progress`` is called
     after each computed slice with ``(result, done, total)`` (see :data:`ProgressCallback`).
@@ -744,7 +338,7 @@ def compact_table(
                 "row_filter needs row_filter_key: a stable text naming the filter, so that "
                 "the snapshot id stays deterministic"
             )
-    snapshot, fs, types = _resolve(
+    snapshot, fs, types = resolve_for_plan(
         table_uri, write_ids, txns, insert_only, filesystem, storage_options, partitions
     )
     plan = plan_for(
@@ -757,7 +351,7 @@ def compact_table(
         row_filter_key=row_filter_key if row_filter is not None else None,
         out_filesystem=out_filesystem,
         storage_options=storage_options,
-        options=_with_partition_types(options, types),
+        options=with_partition_types(options, types),
         ignore_unrecognised=ignore_unrecognised,
     )
     out_fs, out_root = resolve_filesystem(out_uri, out_filesystem, storage_options)
@@ -808,33 +402,11 @@ def compact_table(
     )
 
 
-def options_from_dict(data: Mapping[str, Any]) -> CompactionOptions:
-    """:class:`CompactionOptions` from plain data (e.g. an Airflow task's parameters)."""
-    known = {f.name for f in fields(CompactionOptions)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ValueError(f"unknown compaction options {unknown}; known: {sorted(known)}")
-    return CompactionOptions(**dict(data))
-
-
 __all__ = [
-    "IDENTITY_COLUMNS",
-    "CompactionOptions",
-    "DeleteKeySet",
-    "ProgressCallback",
     "REPLAN",
-    "RowFilter",
+    "CompactionOptions",
     "SourceChangedError",
     "compact_bucket",
     "compact_slice",
     "compact_table",
-    "dictionary_columns",
-    "options_from_dict",
-    "name_files",
-    "output_schema",
-    "plan_for",
-    "plan_snapshot",
-    "relative_path",
-    "select_slices",
-    "slice_fingerprint",
 ]

@@ -18,20 +18,15 @@ from ..acid.listing import resolve_filesystem
 from ..acid.read_view import TableReadView
 from ..acid.resolution import resolve_read_view
 from ..output import BucketResult, SnapshotPlan, SnapshotResult, read_plan
+from ..output.parquet_files import output_schema
 from ..pruning.binding import bind
 from ..pruning.expressions import AlwaysTrue
-from ..pruning.manifest import SliceManifest, parse_predicate, read_manifest
+from ..pruning.manifest import parse_predicate
+from ..pruning.manifest_files import SliceManifest, read_manifest
 from ..pruning.row_evaluation import evaluate_rows
-from .compaction import (
-    REPLAN,
-    CompactionOptions,
-    SourceChangedError,
-    compact_slice,
-    compact_table,
-    output_schema,
-    plan_for,
-    relative_path,
-)
+from .compaction import REPLAN, SourceChangedError, compact_slice, compact_table
+from .options import CompactionOptions
+from .plan import plan_for, relative_path
 
 RowFilter = Callable[[pa.Table], pa.Array]
 

@@ -30,165 +30,55 @@ A scheduled snapshot maps compaction over the manifest's slices::
 from __future__ import annotations
 
 import json
-import posixpath
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
-from airflow.sdk.observability.stats import Stats
 
-from ..acid.source import TableSource
-from ..engine.compaction import CompactionOptions, SourceChangedError, compact_table
+from ..engine.compaction import compact_table
 from ..engine.manifest_compaction import compact_manifest, compact_planned_slice, plan_from_manifest
+from ..engine.options import CompactionOptions
 from ..hooks.acid import AcidHook
 from ..hooks.metastore import AcidMetastoreHook
-from ..output import BucketResult, commit_snapshot, expire_snapshots
+from ..output import BucketResult, commit_snapshot
 from ..output.sinks import (
     DEFAULT_OUTPUT_FORMAT,
-    check_output_format,
     check_sink,
-    publish_snapshot,
 )
-from ..pruning.manifest import compute_manifest, default_index_uri, write_manifest
+from ..pruning.manifest import compute_manifest, default_index_uri
+from ..pruning.manifest_files import write_manifest
 from ..pruning.metrics import (
     format_record,
     metrics_record,
     snapshot_summary,
     write_metrics_record,
 )
-from ..pruning.report import (
-    add_failure,
-    add_snapshot,
-    build_report,
-    report_uri_for,
-    write_report,
-)
+from ..pruning.report import build_report, report_uri_for, write_report
 from . import lineage
 from .lineage import OpenLineageMixin
 from .links import REPORT_CONN_XCOM_KEY, REPORT_XCOM_KEY, AcidPruningReportLink
+from .publishing import (
+    add_failure_to_report,
+    add_to_report,
+    emit_stats,
+    keep_count,
+    output_format_argument,
+    publish_and_expire,
+)
+from .task_arguments import (
+    compaction_options,
+    lineage_of_arguments,
+    lineage_of_slice,
+    log_warnings,
+    manifest_uri_for,
+    none_if_blank,
+    open_task_source,
+    replan_needed,
+    table_arguments,
+)
 
-METRIC_PREFIX = "acid"
-#: a mapped compaction task's name in the UI: its slice key (``dt=2024-01-01/bucket_00003``)
+#: a mapped compaction task's name in the UI: its slice key (``dt=2024-01-01#3``)
 SLICE_MAP_INDEX_TEMPLATE = "{{ task.slice_key }}"
-
-
-def _options(partition_types: Mapping[str, str] | None, **kwargs: Any) -> CompactionOptions:
-    return CompactionOptions(partition_types=dict(partition_types or {}) or None, **kwargs)
-
-
-def _none_if_blank(value: Any) -> Any:
-    return None if isinstance(value, str) and not value.strip() else value
-
-
-def _table_arguments(
-    table_uri: str | None, table: str | None, metastore_conn_id: str | None
-) -> tuple[str | None, str | None, str | None]:
-    """``(table_uri, table, metastore_conn_id)`` with blanks as None, checked: exactly one of
-    ``table_uri`` and ``table``; a metastore connection only with ``table`` (by name, the
-    hook's default connection when none is named)."""
-    table_uri, table = _none_if_blank(table_uri), _none_if_blank(table)
-    metastore_conn_id = _none_if_blank(metastore_conn_id)
-    if table_uri and table:
-        raise ValueError(
-            f"give the table by location (table_uri={table_uri!r}) or by name "
-            f"(table={table!r}), not both"
-        )
-    if not table_uri and not table:
-        raise ValueError(
-            "name the table: table_uri (its location) or table ('DB.TABLE', with metastore_conn_id)"
-        )
-    if table_uri and metastore_conn_id:
-        raise ValueError(
-            f"metastore_conn_id={metastore_conn_id!r} needs a table name: give table='DB.TABLE' "
-            f"to read by name, or drop metastore_conn_id to read {table_uri!r} storage-only"
-        )
-    if table and not metastore_conn_id:
-        metastore_conn_id = AcidMetastoreHook.default_conn_name
-    return table_uri, table, metastore_conn_id
-
-
-def _open_source(
-    task: Any,
-    hook: AcidHook,
-    *,
-    table_uri: str | None,
-    table: str | None,
-    metastore: Any = None,
-    where: Any = None,
-    write_ids: str | None = None,
-    txns: str | None = None,
-    current_txn: int | None = None,
-) -> TableSource:
-    """The table's source (``sources.open_source``), logged by name."""
-    from ..engine.sources import open_source
-
-    source = open_source(
-        hook.resolve_uri(table_uri) if table_uri else None,
-        table=table,
-        metastore=metastore,
-        where=where,
-        write_ids=_none_if_blank(write_ids),
-        txns=_none_if_blank(txns),
-        storage_options=hook.storage_options,
-        current_txn=current_txn,
-    )
-    if source.definition is not None:
-        task.log.info(
-            "Table %s from %s at %s, read view %s (transactions %s)",
-            source.definition.name,
-            source.definition.metastore,
-            source.location,
-            source.write_ids,
-            source.txns,
-        )
-    return source
-
-
-@contextmanager
-def _replan_needed() -> Iterator[None]:
-    """A source file gone since the view was pinned (Hive's Cleaner): retrying the task cannot
-    bring it back, only a new plan can (a new DAG run, or clearing from the manifest task), so
-    the task fails at once, with the message naming the file."""
-    try:
-        yield
-    except SourceChangedError as exc:
-        raise AirflowFailException(str(exc)) from exc
-
-
-def _log_warnings(task: Any, warnings: Sequence[str]) -> None:
-    for warning in warnings:
-        task.log.warning("%s", warning)
-
-
-def _slice_lineage(hook: AcidHook, out: str, result: BucketResult) -> lineage.RunLineage:
-    """A mapped task's lineage: its plan names the table and the columns."""
-    from ..acid.listing import resolve_filesystem
-    from ..output import read_plan
-
-    fs, root = resolve_filesystem(out, storage_options=hook.storage_options)
-    return lineage.slice_lineage(read_plan(fs, root, result.snapshot_id), result, out)
-
-
-def _arguments_lineage(task: Any) -> lineage.RunLineage | None:
-    """The table a task names in its arguments (before it runs): by name, the metastore
-    connection's ``hive://HOST:PORT``; by location, the storage location."""
-    table_uri = _none_if_blank(getattr(task, "table_uri", None))
-    table = _none_if_blank(getattr(task, "table", None))
-    if table:
-        conn_id = _none_if_blank(getattr(task, "metastore_conn_id", None))
-        hook = AcidMetastoreHook(conn_id or AcidMetastoreHook.default_conn_name)
-        return lineage.named_table_lineage(hook.uri, table)
-    if table_uri:
-        hook = AcidHook(getattr(task, "acid_conn_id", None))
-        return lineage.location_lineage(hook.resolve_uri(table_uri))
-    return None
-
-
-def _manifest_uri(output_uri: str, run_id: str | None) -> str:
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in (run_id or "manual"))
-    return posixpath.join(output_uri.rstrip("/"), "_manifests", f"{safe}.json")
 
 
 class AcidSliceManifestOperator(OpenLineageMixin, BaseOperator):
@@ -291,10 +181,10 @@ class AcidSliceManifestOperator(OpenLineageMixin, BaseOperator):
         self.acid_conn_id = acid_conn_id
 
     def _lineage_on_start(self) -> lineage.RunLineage | None:
-        return _arguments_lineage(self)
+        return lineage_of_arguments(self)
 
     def execute(self, context: Any) -> dict[str, Any]:
-        table_uri, table, conn_id = _table_arguments(
+        table_uri, table, conn_id = table_arguments(
             self.table_uri, self.table, self.metastore_conn_id
         )
         hook = AcidHook(self.acid_conn_id)
@@ -302,8 +192,8 @@ class AcidSliceManifestOperator(OpenLineageMixin, BaseOperator):
         index_uri = (
             hook.resolve_uri(self.index_uri) if self.index_uri else (default_index_uri(output_uri))
         )
-        where = _none_if_blank(self.where)
-        source = _open_source(
+        where = none_if_blank(self.where)
+        source = open_task_source(
             self,
             hook,
             table_uri=table_uri,
@@ -326,7 +216,7 @@ class AcidSliceManifestOperator(OpenLineageMixin, BaseOperator):
             bucketing=self.bucketing,
             explain=bool(self.report),
         )
-        uri = self.manifest_uri or _manifest_uri(output_uri, context.get("run_id"))
+        uri = self.manifest_uri or manifest_uri_for(output_uri, context.get("run_id"))
         path = write_manifest(manifest, hook.resolve_uri(uri), hook.storage_options)
         report_uri = None
         if self.report:
@@ -339,7 +229,7 @@ class AcidSliceManifestOperator(OpenLineageMixin, BaseOperator):
                 ti.xcom_push(key=REPORT_XCOM_KEY, value=report_uri)
                 ti.xcom_push(key=REPORT_CONN_XCOM_KEY, value=self.acid_conn_id)
         self._keep_lineage(lambda: lineage.manifest_lineage(manifest, path))
-        _log_warnings(self, manifest.warnings)
+        log_warnings(self, manifest.warnings)
         metrics = manifest.metrics.to_dict()
         self.log.info(
             "Manifest %s: %d of %d slices kept (skipping ratio %.1f%%) for %s",
@@ -417,12 +307,12 @@ class AcidPlanSnapshotOperator(OpenLineageMixin, BaseOperator):
         manifest_uri = (
             self.manifest["manifest_uri"] if isinstance(self.manifest, Mapping) else self.manifest
         )
-        with _replan_needed():
+        with replan_needed():
             plan = plan_from_manifest(
                 hook.resolve_uri(manifest_uri),
                 hook.resolve_uri(self.output_uri),
                 storage_options=hook.storage_options,
-                options=_options(
+                options=compaction_options(
                     self.partition_types,
                     target_file_size=self.target_file_size,
                     include_identity=self.include_identity,
@@ -439,7 +329,7 @@ class AcidPlanSnapshotOperator(OpenLineageMixin, BaseOperator):
             len(to_compute),
             len(reused),
         )
-        _log_warnings(self, plan.warnings)
+        log_warnings(self, plan.warnings)
         context["ti"].xcom_push(key="snapshot_id", value=plan.snapshot_id)
         context["ti"].xcom_push(key="reused_slice_keys", value=reused)
         context["ti"].xcom_push(key="warnings", value=list(plan.warnings))
@@ -536,7 +426,7 @@ class AcidCompactOperator(OpenLineageMixin, BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.output_format = _output_format_argument(output_format)
+        self.output_format = output_format_argument(output_format)
         self.sink_options = sink_options
         self.ignore_unrecognised = ignore_unrecognised
         self.output_uri = output_uri
@@ -562,12 +452,12 @@ class AcidCompactOperator(OpenLineageMixin, BaseOperator):
         return partial(cls, **kwargs)
 
     def _lineage_on_start(self) -> lineage.RunLineage | None:
-        return None if self.slice_key is not None else _arguments_lineage(self)
+        return None if self.slice_key is not None else lineage_of_arguments(self)
 
     def execute(self, context: Any) -> dict[str, Any]:
         hook = AcidHook(self.acid_conn_id)
         out = hook.resolve_uri(self.output_uri)
-        keep = _keep_count(self.keep_snapshots)  # a bad value fails before any work
+        keep = keep_count(self.keep_snapshots)  # a bad value fails before any work
         if self.slice_key is None:  # bad sink options fail before the whole snapshot's work
             check_sink(
                 self.output_format,
@@ -580,11 +470,11 @@ class AcidCompactOperator(OpenLineageMixin, BaseOperator):
                 raise ValueError("slice_key needs snapshot_id (the plan's snapshot id)")
             if keep is not None:
                 raise ValueError("keep_snapshots belongs on the commit task, not a mapped slice")
-            with _replan_needed():
+            with replan_needed():
                 result = compact_planned_slice(
                     out, self.snapshot_id, self.slice_key, storage_options=hook.storage_options
                 )
-            self._keep_lineage(lambda: _slice_lineage(hook, out, result))
+            self._keep_lineage(lambda: lineage_of_slice(hook, out, result))
             self.log.info(
                 "Slice %s: %d rows read, %d deleted, %d written",
                 self.slice_key,
@@ -593,35 +483,37 @@ class AcidCompactOperator(OpenLineageMixin, BaseOperator):
                 result.rows_written,
             )
             return result.to_dict()
-        options = _options(self.partition_types, ignore_unrecognised=bool(self.ignore_unrecognised))
-        if _none_if_blank(self.manifest_uri):
-            if _none_if_blank(self.table_uri) or _none_if_blank(self.table):
+        options = compaction_options(
+            self.partition_types, ignore_unrecognised=bool(self.ignore_unrecognised)
+        )
+        if none_if_blank(self.manifest_uri):
+            if none_if_blank(self.table_uri) or none_if_blank(self.table):
                 raise ValueError(
                     "manifest_uri names the table and its read view: drop table_uri and table"
                 )
-            with _replan_needed():
+            with replan_needed():
                 result = compact_manifest(
                     hook.resolve_uri(self.manifest_uri),
                     out,
                     storage_options=hook.storage_options,
                     options=options,
                 )
-        elif _none_if_blank(self.table_uri) or _none_if_blank(self.table):
+        elif none_if_blank(self.table_uri) or none_if_blank(self.table):
             result = self._compact_table(hook, out, options)
         else:
             raise ValueError("give slice_key (mapped), manifest_uri, table_uri or table")
         self._keep_lineage(lambda: lineage.snapshot_lineage(result, out))
-        _log_warnings(self, result.warnings)
+        log_warnings(self, result.warnings)
         summary = snapshot_summary(result)
-        return _publish_and_expire(self, context, hook, result, keep, summary)
+        return publish_and_expire(self, context, hook, result, keep, summary)
 
     def _compact_table(self, hook: AcidHook, out: str, options: CompactionOptions) -> Any:
         """The whole snapshot in this process; by name inside a read transaction."""
-        table_uri, table, conn_id = _table_arguments(
+        table_uri, table, conn_id = table_arguments(
             self.table_uri, self.table, self.metastore_conn_id
         )
         if not table:
-            source = _open_source(
+            source = open_task_source(
                 self, hook, table_uri=table_uri, table=None, write_ids=self.valid_write_ids
             )
             return compact_table(source, out, storage_options=hook.storage_options, options=options)
@@ -630,7 +522,7 @@ class AcidCompactOperator(OpenLineageMixin, BaseOperator):
         address = AcidMetastoreHook(conn_id).address
         with ReadTransaction(address) as txn:
             self.log.info("Read transaction %s open in %s", txn.txn_id, address.uri)
-            source = _open_source(
+            source = open_task_source(
                 self,
                 hook,
                 table_uri=None,
@@ -644,95 +536,6 @@ class AcidCompactOperator(OpenLineageMixin, BaseOperator):
             )
         self.log.info("Read transaction %s committed", txn.txn_id)
         return result
-
-
-def _output_format_argument(value: str) -> str:
-    """``output_format`` checked at DAG parse time, unless it is a template."""
-    return value if "{{" in str(value) else check_output_format(value)
-
-
-def _publish_and_expire(
-    task: Any,
-    context: Any,
-    hook: AcidHook,
-    result: Any,
-    keep: int | None,
-    summary: dict[str, Any],
-) -> dict[str, Any]:
-    """After the manifest's commit: publish the snapshot with the task's ``output_format``
-    (an Iceberg or Delta commit over the same files), add the asset events, then expire all
-    but the newest ``keep`` snapshots through the same sink (None: keep all)."""
-    output_format = check_output_format(task.output_format)
-    if output_format == DEFAULT_OUTPUT_FORMAT:
-        _publish_asset_events(context, task.outlets, summary)
-        return _expire_older(task, hook, keep, summary)
-    published = publish_snapshot(
-        result,
-        output_format,
-        out_uri=hook.resolve_uri(task.output_uri),
-        options=task.sink_options,
-        storage_options=hook.storage_options,
-        keep=keep,
-    )
-    publication = published.publication
-    # OpenLineage: the output is the published Iceberg or Delta table, not the folder
-    out_uri = hook.resolve_uri(task.output_uri)
-    task._keep_lineage(lambda: lineage.snapshot_lineage(result, out_uri, publication))
-    summary = {**summary, **published.summary_fields()}
-    task.log.info(
-        "Snapshot %s %s as %s (table version %s)",
-        result.snapshot_id,
-        "published" if publication.newly_published else "was already published",
-        publication.asset_uri,
-        publication.table_version,
-    )
-    if publication.table_version is not None:
-        Stats.gauge(
-            f"{METRIC_PREFIX}.snapshot.table_version",
-            publication.table_version,
-            tags={"table": publication.asset_uri, "format": output_format},
-        )
-    _publish_asset_events(context, task.outlets, summary)
-    if published.expired is not None:
-        task.log.info(
-            "Kept %d snapshot(s); expired %d, removing %d file(s)",
-            len(published.expired.kept),
-            len(published.expired.removed_snapshots),
-            len(published.expired.removed_files),
-        )
-        summary["expired"] = published.expired.to_dict()
-    return summary
-
-
-def _expire_older(
-    task: Any, hook: AcidHook, keep: int | None, summary: dict[str, Any]
-) -> dict[str, Any]:
-    """After a commit: expire all but the newest ``keep`` snapshots (None: keep all)."""
-    if keep is None:
-        return summary
-    expired = expire_snapshots(
-        hook.resolve_uri(task.output_uri), keep=keep, storage_options=hook.storage_options
-    )
-    task.log.info(
-        "Kept %d snapshot(s); expired %d, removing %d data file(s)",
-        len(expired.kept),
-        len(expired.removed_snapshots),
-        len(expired.removed_files),
-    )
-    return {**summary, "expired": expired.to_dict()}
-
-
-def _keep_count(value: int | str | None) -> int | None:
-    """``keep_snapshots`` as given or rendered from a template: None, "" or "none" keep all."""
-    if value is None or str(value).strip().lower() in ("", "none"):
-        return None
-    try:
-        keep = int(str(value).strip())
-    except ValueError:
-        keep = 0
-    if keep < 1:
-        raise ValueError(f"keep_snapshots must be a whole number of at least 1, not {value!r}")
-    return keep
 
 
 class AcidCommitSnapshotOperator(OpenLineageMixin, BaseOperator):
@@ -793,7 +596,7 @@ class AcidCommitSnapshotOperator(OpenLineageMixin, BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.output_format = _output_format_argument(output_format)
+        self.output_format = output_format_argument(output_format)
         self.sink_options = sink_options
         self.report_uri = report_uri
         self.output_uri = output_uri
@@ -804,7 +607,7 @@ class AcidCommitSnapshotOperator(OpenLineageMixin, BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         hook = AcidHook(self.acid_conn_id)
-        keep = _keep_count(self.keep_snapshots)  # a bad value fails before the commit
+        keep = keep_count(self.keep_snapshots)  # a bad value fails before the commit
         check_sink(
             self.output_format,
             hook.resolve_uri(self.output_uri),
@@ -823,7 +626,7 @@ class AcidCommitSnapshotOperator(OpenLineageMixin, BaseOperator):
                 storage_options=hook.storage_options,
             )
         except Exception as exc:
-            _add_failure_to_report(self, hook, context, exc)
+            add_failure_to_report(self, hook, context, exc)
             raise
         out_uri = hook.resolve_uri(self.output_uri)
         self._keep_lineage(lambda: lineage.snapshot_lineage(result, out_uri))
@@ -836,67 +639,9 @@ class AcidCommitSnapshotOperator(OpenLineageMixin, BaseOperator):
             summary["files"],
             result.manifest_path,
         )
-        _log_warnings(self, result.warnings)
-        _add_to_report(self, hook, context, result)
-        return _publish_and_expire(self, context, hook, result, keep, summary)
-
-
-def _report_uri(task: Any, hook: AcidHook, context: Any) -> str | None:
-    """The commit task's pruning report: ``report_uri``, else this run's default one when the
-    manifest task wrote it (None: there is none)."""
-    given = _none_if_blank(task.report_uri)
-    if given:
-        return hook.resolve_uri(given)
-    run_id = context.get("run_id") if hasattr(context, "get") else None
-    uri = report_uri_for(_manifest_uri(hook.resolve_uri(task.output_uri), run_id))
-    from ..acid.listing import resolve_filesystem
-
-    fs, path = resolve_filesystem(uri, storage_options=hook.storage_options)
-    return uri if fs.exists(path) else None
-
-
-def _add_to_report(task: Any, hook: AcidHook, context: Any, result: Any) -> None:
-    """The commit's rows per partition, added to the manifest task's pruning report.
-
-    The snapshot is committed already: a report that cannot be updated is a warning, not a
-    failure (retrying the task would not change it)."""
-    uri = _report_uri(task, hook, context)
-    if uri is None:
-        return
-    try:
-        written = add_snapshot(uri, result, hook.storage_options)
-        task.log.info("Rows per partition added to the pruning report %s", written)
-    except (OSError, ValueError) as exc:
-        task.log.warning("The pruning report %s was not updated: %s", uri, exc)
-
-
-def _add_failure_to_report(task: Any, hook: AcidHook, context: Any, error: Exception) -> None:
-    """A commit that failed shows as failed in the pruning report, with its error (the task
-    fails with the error all the same)."""
-    try:
-        uri = _report_uri(task, hook, context)
-        if uri is not None:
-            add_failure(uri, f"{type(error).__name__}: {error}", hook.storage_options)
-    except (OSError, ValueError) as exc:
-        task.log.warning("The pruning report was not marked failed: %s", exc)
-
-
-def _publish_asset_events(context: Any, outlets: Sequence[Any], summary: Mapping[str, Any]) -> None:
-    events = context.get("outlet_events") if hasattr(context, "get") else None
-    if not outlets or events is None:
-        return
-    extra = {
-        "snapshot_id": summary["snapshot_id"],
-        "rows": summary["rows_written"],
-        "files": summary["files"],
-        "manifest_path": summary["manifest_path"],
-        "max_write_id": summary["max_write_id"],
-    }
-    for key in ("output_format", "asset_uri", "table_version"):
-        if key in summary:
-            extra[key] = summary[key]
-    for outlet in outlets:
-        events[outlet].extra = dict(extra)
+        log_warnings(self, result.warnings)
+        add_to_report(self, hook, context, result)
+        return publish_and_expire(self, context, hook, result, keep, summary)
 
 
 class AcidPublishPruningMetricsOperator(OpenLineageMixin, BaseOperator):
@@ -938,7 +683,7 @@ class AcidPublishPruningMetricsOperator(OpenLineageMixin, BaseOperator):
         record = metrics_record(table, manifest or None, self.snapshot or None)
         snapshot = self.snapshot or None
         self._keep_lineage(lambda: lineage.metrics_lineage(manifest, snapshot))
-        _emit_stats(record, table)
+        emit_stats(record, table)
         if self.snapshot:
             hook = AcidHook(self.acid_conn_id)
             record["record_path"] = write_metrics_record(
@@ -949,44 +694,3 @@ class AcidPublishPruningMetricsOperator(OpenLineageMixin, BaseOperator):
             )
         self.log.info("Pruning and compaction metrics:\n%s", format_record(record))
         return record
-
-
-def _emit_stats(record: Mapping[str, Any], table: str) -> None:
-    tags = {"table": table, "partition": "all"}
-    pruning = record.get("pruning")
-    if pruning:
-        for name in (
-            "partitions_total",
-            "partitions_kept",
-            "slices_total",
-            "slices_kept",
-            "files_total",
-            "files_candidate",
-            "files_not_indexed",
-            "bytes_total",
-            "bytes_kept",
-            "skipping_ratio",
-        ):
-            Stats.gauge(f"{METRIC_PREFIX}.pruning.{name}", pruning[name], tags=tags)
-        # absent from records of manifests written before bucket pruning
-        Stats.gauge(
-            f"{METRIC_PREFIX}.pruning.slices_pruned_by_bucket",
-            pruning.get("slices_pruned_by_bucket", 0),
-            tags=tags,
-        )
-        for name in ("index_read_seconds", "evaluate_seconds", "manifest_seconds"):
-            Stats.timing(
-                f"{METRIC_PREFIX}.pruning.{name.removesuffix('_seconds')}",
-                pruning[name] * 1000.0,
-                tags=tags,
-            )
-    compaction = record.get("compaction")
-    if compaction:
-        for name in ("rows_read", "rows_deleted", "rows_filtered", "rows_written", "files"):
-            Stats.incr(f"{METRIC_PREFIX}.compaction.{name}", compaction.get(name, 0), tags=tags)
-        for partition, rows in compaction.get("partitions", {}).items():
-            Stats.gauge(
-                f"{METRIC_PREFIX}.compaction.partition_rows_written",
-                rows,
-                tags={"table": table, "partition": partition or "unpartitioned"},
-            )

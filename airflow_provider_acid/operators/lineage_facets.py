@@ -42,7 +42,7 @@ class AcidReadViewRunFacet(RunFacet):
 
 @attr.define
 class AcidPruningRunFacet(RunFacet):
-    """What the slice manifest pruned (``pruning.manifest.PruningMetrics``): partitions,
+    """What the slice manifest pruned (``pruning.manifest_files.PruningMetrics``): partitions,
     bucket slices, data files and bytes, total and kept, and the skipping ratio (the share of
     data files that cannot match the predicate)."""
 

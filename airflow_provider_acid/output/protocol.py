@@ -544,6 +544,13 @@ def expire_snapshots(
 
 
 def expire_locked(fs: AbstractFileSystem, root: str, keep: int) -> ExpireResult:
+    """Keep the newest ``keep`` committed snapshots of ``root`` and remove what no kept manifest
+    lists; the caller holds the commit lock.
+
+    :param fs: the output folder's filesystem.
+    :param root: the output folder.
+    :param keep: how many snapshots to keep (at least 1).
+    """
     snapshots = committed_snapshots(fs, root)
     kept, expired = snapshots[-keep:], snapshots[:-keep]
     referenced = {f.path for s in kept for f in s.files}

@@ -124,8 +124,8 @@ def _one(bound: Expr, schema: pa.Schema, value: dict[str, Any]) -> bool:
 
 @dataclass(frozen=True)
 class PredicateReadView:
-    """The snapshot a predicate reads, its schema, the predicate bound to it, and how many
-    partitions the table has (None: as many as the snapshot, or the metastore's count)."""
+    """The read view a predicate reads, its schema, the predicate bound to it, and how many
+    partitions the table has (None: as many as the read view, or the metastore's count)."""
 
     snapshot: TableReadView
     schema: pa.Schema

@@ -38,7 +38,12 @@ def _partition_stats(
 def partition_arrays(
     partitions: Sequence[Any], schema: pa.Schema, keys: Sequence[str]
 ) -> dict[str, pa.Array]:
-    """Each partition column's values, one per partition, typed as the schema says."""
+    """Each partition column's values, one per partition, typed as the schema says.
+
+    :param partitions: partitions (each with a ``partition``), one value per partition.
+    :param schema: the table schema, for the columns' types.
+    :param keys: the partition columns.
+    """
     return _typed_values([p.partition.as_dict() for p in partitions], schema, keys)
 
 
@@ -55,7 +60,12 @@ def partitions_might_match(
     expr: Expr, schema: pa.Schema, values: Sequence[Mapping[str, str | None]]
 ) -> list[bool]:
     """Which partitions (their values, ``{"dt": "2024-01-01"}``) ``expr`` might match, on
-    their values alone: data columns count as unknown. ``expr`` is bound to ``schema``."""
+    their values alone: data columns count as unknown. ``expr`` is bound to ``schema``.
+
+    :param expr: the predicate, bound to ``schema``.
+    :param schema: the table schema.
+    :param values: each partition's values by column name.
+    """
     if not values:
         return []
     keys = [k for k in values[0] if k in schema.names]
@@ -67,7 +77,12 @@ def partitions_might_match(
 def with_partition_columns(
     table: pa.Table, values: Mapping[str, pa.Array], row_counts: pa.Array | None
 ) -> pa.Table:
-    """``table`` plus the statistics of the partition columns, one row per file or partition."""
+    """``table`` plus the statistics of the partition columns, one row per file or partition.
+
+    :param table: the statistics table (one row per file or partition).
+    :param values: each partition column's typed values, one per row.
+    :param row_counts: the rows of each file (None: one row per partition).
+    """
     for key, typed in values.items():
         for name, array in _partition_stats(typed, key, row_counts).items():
             table = table.append_column(name, array)

@@ -31,7 +31,7 @@ from typing import Any
 from ..acid.listing import location_uri, resolve_filesystem
 from ..acid.storage import write_whole
 from .explain import KEPT
-from .manifest import SliceManifest
+from .manifest_files import SliceManifest
 from .report_page import DATA_ID, render_html
 
 FORMAT = "airflow-acid/pruning-report"

@@ -12,12 +12,14 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .explain import KEPT, STEPS
 
-if TYPE_CHECKING:
-    from .report import PartitionSummary, PruningReport
+# A report (report.PruningReport) and its partitions (report.PartitionSummary) are read by
+# their attributes only: report.py imports this module, not the other way round.
+PruningReport = Any
+PartitionSummary = Any
 
 DATA_ID = "acid-report-data"
 MAX_SLICE_ROWS = 500

@@ -21,7 +21,8 @@ import pytest
 from hive_fixtures import FIXTURES
 
 from airflow_provider_acid.acid.rows import AcidFormatError, is_bucket_codec_v1
-from airflow_provider_acid.engine.compaction import CompactionOptions, compact_table
+from airflow_provider_acid.engine.compaction import compact_table
+from airflow_provider_acid.engine.options import CompactionOptions
 
 V1_BUCKET_2 = 537001984  # 0x20020000: BucketCodec V1, bucket 2, statement 0
 

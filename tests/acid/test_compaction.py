@@ -17,13 +17,10 @@ from hive_fixtures import FIXTURE_ROW_COUNTS
 from airflow_provider_acid.acid.hive_types import HIVE_TYPE_KEY
 from airflow_provider_acid.acid.resolution import resolve_read_view
 from airflow_provider_acid.acid.rows import DeleteBatch, encode_bucket_v1
-from airflow_provider_acid.engine.compaction import (
-    CompactionOptions,
-    DeleteKeySet,
-    compact_table,
-    options_from_dict,
-    select_slices,
-)
+from airflow_provider_acid.engine.compaction import compact_table
+from airflow_provider_acid.engine.delete_keys import DeleteKeySet
+from airflow_provider_acid.engine.options import CompactionOptions, options_from_dict
+from airflow_provider_acid.engine.plan import select_slices
 from airflow_provider_acid.testing.table_writer import AcidTableWriter
 
 

@@ -21,12 +21,9 @@ import pytest
 from pyarrow.fs import FSSpecHandler, PyFileSystem
 
 from airflow_provider_acid.acid.rows import AcidFormatError
-from airflow_provider_acid.engine.compaction import (
-    CompactionOptions,
-    compact_slice,
-    compact_table,
-    plan_snapshot,
-)
+from airflow_provider_acid.engine.compaction import compact_slice, compact_table
+from airflow_provider_acid.engine.options import CompactionOptions
+from airflow_provider_acid.engine.plan import plan_snapshot
 from airflow_provider_acid.output import (
     BucketResult,
     CommitError,

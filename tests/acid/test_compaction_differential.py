@@ -27,7 +27,8 @@ from hypothesis.errors import InvalidArgument
 from airflow_provider_acid.acid.hive_types import HiveType
 from airflow_provider_acid.acid.names import parse_acid_dir
 from airflow_provider_acid.acid.read_view import NotEnoughHistoryError
-from airflow_provider_acid.engine.compaction import CompactionOptions, compact_table
+from airflow_provider_acid.engine.compaction import compact_table
+from airflow_provider_acid.engine.options import CompactionOptions
 from airflow_provider_acid.testing.acid_layout import (
     delete_delta_dir_name,
     write_acid_version_file,

@@ -6,7 +6,7 @@ import shutil
 import fsspec
 import pytest
 
-from airflow_provider_acid.acid.inspection import snapshot_to_dict
+from airflow_provider_acid.acid.inspection import read_view_to_dict
 from airflow_provider_acid.acid.read_view import FileRole
 from airflow_provider_acid.acid.resolution import resolve_read_view
 from airflow_provider_acid.cli import main
@@ -104,8 +104,8 @@ def test_memory_and_local_give_identical_results(hive_table):
     memory = fsspec.filesystem("memory")
     memory.put(str(local), "/fixture/dummy_id_data", recursive=True)
     try:
-        from_local = snapshot_to_dict(resolve_read_view(str(local)))
-        from_memory = snapshot_to_dict(resolve_read_view("memory://fixture/dummy_id_data"))
+        from_local = read_view_to_dict(resolve_read_view(str(local)))
+        from_memory = read_view_to_dict(resolve_read_view("memory://fixture/dummy_id_data"))
     finally:
         memory.rm("/fixture", recursive=True)
     assert from_memory["totals"]["files"] == 6

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
-from airflow_provider_acid.acid.inspection import snapshot_to_dict
+from airflow_provider_acid.acid.inspection import read_view_to_dict
 from airflow_provider_acid.acid.listing import list_table_files
 from airflow_provider_acid.acid.partition_listing import (
     list_partitions,
@@ -88,7 +88,7 @@ def whole_files_of(root: Path, kept: set[str]) -> list[str]:
 
 
 def partition_documents(snapshot) -> dict[str, dict]:
-    return {p["path"]: p for p in snapshot_to_dict(snapshot)["partitions"]}
+    return {p["path"]: p for p in read_view_to_dict(snapshot)["partitions"]}
 
 
 def two_level_table(root: Path) -> None:
@@ -146,7 +146,8 @@ def test_the_snapshot_of_the_kept_partitions_is_the_whole_listings(tmp_path):
     for path, document in kept.items():
         assert document == everything[path]
     assert (
-        snapshot_to_dict(scoped.snapshot)["unrecognised"] == snapshot_to_dict(whole)["unrecognised"]
+        read_view_to_dict(scoped.snapshot)["unrecognised"]
+        == read_view_to_dict(whole)["unrecognised"]
     )
 
 

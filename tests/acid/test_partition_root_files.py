@@ -29,7 +29,9 @@ from airflow_provider_acid.acid.listing_groups import bucket_id_of
 from airflow_provider_acid.acid.read_view import FileRole, UnplacedFilesError
 from airflow_provider_acid.acid.resolution import IGNORED_PREFIX, check_placed, resolve_read_view
 from airflow_provider_acid.cli import main
-from airflow_provider_acid.engine.compaction import CompactionOptions, compact_table, plan_snapshot
+from airflow_provider_acid.engine.compaction import compact_table
+from airflow_provider_acid.engine.options import CompactionOptions
+from airflow_provider_acid.engine.plan import plan_snapshot
 from airflow_provider_acid.pruning.manifest import compute_manifest
 
 NATION_FILE = FIXTURES / "trino/nationFile25kRowsSortedOnNationKey/bucket_00000"

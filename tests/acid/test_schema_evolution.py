@@ -19,7 +19,8 @@ import pytest
 from airflow_provider_acid.acid.evolution import EvolutionError, check_conversion, convert
 from airflow_provider_acid.acid.hive_types import HiveType
 from airflow_provider_acid.acid.rows import AcidFormatError
-from airflow_provider_acid.engine.compaction import CompactionOptions, compact_table
+from airflow_provider_acid.engine.compaction import compact_table
+from airflow_provider_acid.engine.options import CompactionOptions
 from airflow_provider_acid.testing.table_writer import AcidTableWriter
 
 

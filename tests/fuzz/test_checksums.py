@@ -11,12 +11,12 @@ import pytest
 from hive_fixtures import arrange_fixture_table
 
 from airflow_provider_acid.acid.listing import resolve_filesystem
-from airflow_provider_acid.engine.compaction import plan_snapshot
+from airflow_provider_acid.engine.plan import plan_snapshot
 from airflow_provider_acid.output import CommitError
 from airflow_provider_acid.output.protocol import read_plan
-from airflow_provider_acid.pruning.manifest import (
+from airflow_provider_acid.pruning.manifest import compute_manifest
+from airflow_provider_acid.pruning.manifest_files import (
     SliceManifestError,
-    compute_manifest,
     read_manifest,
     write_manifest,
 )

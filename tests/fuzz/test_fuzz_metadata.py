@@ -24,15 +24,13 @@ from hypothesis import strategies as st
 from mutations import Mutation, fuzz_settings, mutate_file, mutations
 
 from airflow_provider_acid.acid.rows import AcidFormatError
-from airflow_provider_acid.engine.compaction import compact_table, plan_snapshot
+from airflow_provider_acid.engine.compaction import compact_table
 from airflow_provider_acid.engine.manifest_compaction import compact_manifest, compact_planned_slice
+from airflow_provider_acid.engine.plan import plan_snapshot
 from airflow_provider_acid.output import CommitError, commit_snapshot, latest_snapshot
 from airflow_provider_acid.pruning.index import IndexFormatError
-from airflow_provider_acid.pruning.manifest import (
-    SliceManifestError,
-    compute_manifest,
-    write_manifest,
-)
+from airflow_provider_acid.pruning.manifest import compute_manifest
+from airflow_provider_acid.pruning.manifest_files import SliceManifestError, write_manifest
 
 CLEAR_ERRORS = (CommitError, SliceManifestError, IndexFormatError, AcidFormatError)
 WHERE = "n_nationkey <= 7"

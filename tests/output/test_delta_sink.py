@@ -16,7 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from airflow_provider_acid.engine.compaction import CompactionOptions, compact_table
+from airflow_provider_acid.engine.compaction import compact_table
+from airflow_provider_acid.engine.options import CompactionOptions
 from airflow_provider_acid.output import committed_snapshots, latest_snapshot
 from airflow_provider_acid.output.delta import COMMIT_KEY, DeltaSink, partition_values
 from airflow_provider_acid.output.records import DATA_FILE_NAME

@@ -169,7 +169,8 @@ def test_schema_from_hive_types_with_field_ids_name_mapping_and_identity_partiti
     table = AcidTableWriter(str(tmp_path / "t"), TYPED_COLUMNS, [("dt", "string")], buckets=2)
     table.insert(typed_rows(40))
     out = str(tmp_path / "out")
-    from airflow_provider_acid.engine.compaction import CompactionOptions, compact_table
+    from airflow_provider_acid.engine.compaction import compact_table
+    from airflow_provider_acid.engine.options import CompactionOptions
 
     options = CompactionOptions(partition_types={"dt": "string"})  # else inferred: date
     result = compact_table(table.root, out, write_ids=table.valid_write_ids(), options=options)

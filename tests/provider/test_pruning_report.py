@@ -25,7 +25,8 @@ from airflow_provider_acid.output import latest_snapshot
 from airflow_provider_acid.plugins.reports import task_xcom
 from airflow_provider_acid.pruning.explain import conjuncts
 from airflow_provider_acid.pruning.expressions import to_sql
-from airflow_provider_acid.pruning.manifest import parse_predicate, read_manifest
+from airflow_provider_acid.pruning.manifest import parse_predicate
+from airflow_provider_acid.pruning.manifest_files import read_manifest
 from airflow_provider_acid.pruning.report import build_report, read_report, report_uri_for
 from airflow_provider_acid.testing import generate_demo_table
 

@@ -24,7 +24,7 @@ import pytest
 from test_pruning_report import ReportRun, run_with_report
 
 from airflow_provider_acid.output import latest_snapshot
-from airflow_provider_acid.pruning.manifest import read_manifest
+from airflow_provider_acid.pruning.manifest_files import read_manifest
 from airflow_provider_acid.pruning.report import PruningReport, ReportSlice, write_report
 from airflow_provider_acid.pruning.report_page import MAX_SLICE_ROWS
 

@@ -82,7 +82,7 @@ def test_two_tables_in_task_groups_commit_their_own_snapshots(airflow_db, hive_t
 
 @pytest.mark.parametrize("keep", ["abc", "0", -1])
 def test_a_bad_keep_snapshots_fails_before_the_commit(hive_table, tmp_path, keep):
-    from airflow_provider_acid.engine.compaction import plan_snapshot
+    from airflow_provider_acid.engine.plan import plan_snapshot
     from airflow_provider_acid.operators.acid import AcidCommitSnapshotOperator
     from airflow_provider_acid.output import latest_snapshot
 

@@ -30,13 +30,15 @@ from airflow_provider_acid.pruning.bucket_pruning import (
     possible_buckets,
 )
 from airflow_provider_acid.pruning.manifest import (
-    PruningMetrics,
-    SliceManifest,
     build_manifest,
     compute_manifest,
     parse_predicate,
-    read_manifest,
     refresh_index,
+)
+from airflow_provider_acid.pruning.manifest_files import (
+    PruningMetrics,
+    SliceManifest,
+    read_manifest,
     write_manifest,
 )
 from airflow_provider_acid.pruning.metrics import format_record, metrics_record

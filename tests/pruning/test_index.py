@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from _pruning_testfiles import write_orc, write_parquet
 
-from airflow_provider_acid.pruning import index
+from airflow_provider_acid.pruning import index, index_storage
 from airflow_provider_acid.pruning.evaluator import might_match
 from airflow_provider_acid.pruning.index import FileKey
 from airflow_provider_acid.pruning.predicates import parse_sql_where
@@ -178,7 +178,7 @@ def test_many_refreshes_merge_segments(tmp_path: Path) -> None:
         keys.append(data_file(tmp_path, f"f{n}.orc", [n]))
         index.refresh(idx, keys, LOCAL)
     fs = LOCAL
-    version, segments = index._load_pointer(fs, idx)
+    version, segments = index_storage.load_pointer(fs, idx)
     assert len(segments) <= index.MAX_SEGMENTS
     t = index.read(idx, ["a"], keys)
     assert t.column("a__min").to_pylist() == list(range(len(keys)))

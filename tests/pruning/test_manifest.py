@@ -14,13 +14,8 @@ from hypothesis import strategies as st
 
 from airflow_provider_acid.acid.resolution import resolve_read_view
 from airflow_provider_acid.acid.schema import table_schema
-from airflow_provider_acid.pruning.manifest import (
-    build_manifest,
-    compute_manifest,
-    read_manifest,
-    refresh_index,
-    write_manifest,
-)
+from airflow_provider_acid.pruning.manifest import build_manifest, compute_manifest, refresh_index
+from airflow_provider_acid.pruning.manifest_files import read_manifest, write_manifest
 from airflow_provider_acid.pruning.predicates import PredicateError, bind, evaluate_rows
 from airflow_provider_acid.testing import AcidTableWriter
 

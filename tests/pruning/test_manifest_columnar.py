@@ -22,7 +22,7 @@ import pytest
 from airflow_provider_acid.acid.listing import StoredFile
 from airflow_provider_acid.acid.read_view import FileRole, TableReadView
 from airflow_provider_acid.acid.resolution import resolve_files
-from airflow_provider_acid.pruning import index
+from airflow_provider_acid.pruning import index, index_format, index_storage
 from airflow_provider_acid.pruning.evaluator import might_match
 from airflow_provider_acid.pruning.index import FILES_SCHEMA, RECORD_SCHEMA, FileKey
 from airflow_provider_acid.pruning.manifest import build_manifest, file_key, parse_predicate
@@ -122,7 +122,7 @@ def write_random_index(uri: str, snapshot: TableReadView, rng: random.Random) ->
     """Four segments: one as written before records had ordinals, three with ordinals (in
     order; shuffled; shuffled with some missing). Some files are not indexed, some are
     indexed with another size or version."""
-    fs, root = index._fs(uri, None)
+    fs, root = index_storage.index_filesystem(uri, None)
     keys = [file_key(f) for s in snapshot.slices for f in s.data_files]
     rng.shuffle(keys)
     segments: list[list[FileKey]] = [[], [], [], []]
@@ -160,14 +160,14 @@ def write_random_index(uri: str, snapshot: TableReadView, rng: random.Random) ->
             fs.makedirs(base, exist_ok=True)
             dirs = {}
             for column, table in columns.items():
-                d = index._column_dir(column)
+                d = index_storage._column_dir(column)
                 fs.makedirs(f"{base}/{d}", exist_ok=True)
                 pq.write_table(table, f"{base}/{d}/stats.parquet")
                 dirs[column] = d
             pq.write_table(files, f"{base}/files.parquet")
             pointer.append({"id": seg_id, "files": files.num_rows, "columns": dirs})
         else:
-            pointer.append(index._write_segment(fs, root, files, columns))
+            pointer.append(index_storage.write_segment(fs, root, files, columns))
     index._publish(fs, root, 1, pointer)
 
 
@@ -176,14 +176,16 @@ def write_random_index(uri: str, snapshot: TableReadView, rng: random.Random) ->
 
 def reference_read(uri: str, columns: list[str], keys: list[FileKey] | None) -> list[dict]:
     """``index.read`` one file at a time: dict lookups on paths."""
-    fs, root = index._fs(uri, None)
-    _, segments = index._load_pointer(fs, root)
+    fs, root = index_storage.index_filesystem(uri, None)
+    _, segments = index_storage.load_pointer(fs, root)
     indexed: list[dict] = []
     records: dict[str, dict[tuple[int, str], dict]] = {c.lower(): {} for c in columns}
     for i, seg in enumerate(segments):
-        indexed += [dict(r, seg=i) for r in index._read_segment_files(fs, root, seg).to_pylist()]
+        indexed += [
+            dict(r, seg=i) for r in index_storage.read_segment_files(fs, root, seg).to_pylist()
+        ]
         for col in records:
-            table = index._read_segment_column(fs, root, seg, col)
+            table = index_storage._read_segment_column(fs, root, seg, col)
             for rec in [] if table is None else table.to_pylist():
                 records[col].setdefault((i, rec["path"]), rec)
     by_path: dict[str, dict] = {}
@@ -191,7 +193,9 @@ def reference_read(uri: str, columns: list[str], keys: list[FileKey] | None) -> 
         by_path.setdefault(row["path"], row)
     families = {}
     for col, recs in records.items():
-        counts = Counter(r["family"] for r in recs.values() if r["family"] in index._SUFFIX)
+        counts = Counter(
+            r["family"] for r in recs.values() if r["family"] in index_format.FAMILY_SUFFIX
+        )
         families[col] = max(sorted(counts), key=lambda f: counts[f]) if counts else None
     wanted = (
         keys if keys is not None else [FileKey(r["path"], r["size"], r["version"]) for r in indexed]
@@ -217,7 +221,7 @@ def reference_read(uri: str, columns: list[str], keys: list[FileKey] | None) -> 
             result[f"{name}__nans"] = None if rec is None else rec["nan_count"]
             same = rec is not None and family is not None and rec["family"] == family
             for side in ("min", "max"):
-                value = rec[f"{side}_{index._SUFFIX[family]}"] if same else None
+                value = rec[f"{side}_{index_format.FAMILY_SUFFIX[family]}"] if same else None
                 result[f"{name}__{side}"] = value
         out.append(result)
     return out
@@ -387,14 +391,16 @@ def test_record_ordinals_are_rewritten_with_the_segment(tmp_path):
     )
     recs = [record(k.path, "c00", "int", rng) for k in keys]
     index.write_tables(uri, files, {"c00": pa.Table.from_pylist(recs, schema=RECORD_SCHEMA)})
-    _, root = index._fs(uri, None)
-    _, (seg,) = index._load_pointer(fs, root)
+    _, root = index_storage.index_filesystem(uri, None)
+    _, (seg,) = index_storage.load_pointer(fs, root)
     keep = pa.array([i % 3 != 0 for i in range(len(keys))])
-    rewritten = index._filter_segment(fs, root, seg, index._read_segment_files(fs, root, seg), keep)
+    rewritten = index_storage.filter_segment(
+        fs, root, seg, index_storage.read_segment_files(fs, root, seg), keep
+    )
     index._publish(fs, root, 2, [rewritten])
     assert rewritten["file_ordinals"] is True
-    stored = index._read_segment_column(fs, root, rewritten, "c00")
-    assert stored.column(index.ORDINAL).to_pylist() == list(range(stored.num_rows))
+    stored = index_storage._read_segment_column(fs, root, rewritten, "c00")
+    assert stored.column(index_format.ORDINAL).to_pylist() == list(range(stored.num_rows))
     assert index.read(uri, ["c00"], keys).to_pylist() == reference_read(uri, ["c00"], keys)
 
 
@@ -403,8 +409,8 @@ def test_version_1_segments_are_read_and_merged_into_version_2(random_case):
     segments, the records get ordinals and the answers do not change."""
     snapshot, uri, _ = random_case
     fs = fsspec.filesystem("file")
-    _, root = index._fs(uri, None)
-    version, segments = index._load_pointer(fs, root)
+    _, root = index_storage.index_filesystem(uri, None)
+    version, segments = index_storage.load_pointer(fs, root)
     keys = [file_key(f) for s in snapshot.slices for f in s.data_files]
     columns = ["c00", "c01", "c02", "c03"]
     before = index.read(uri, columns, keys).to_pylist()
@@ -412,15 +418,15 @@ def test_version_1_segments_are_read_and_merged_into_version_2(random_case):
 
     legacy = [seg for seg in segments if not seg.get("file_ordinals")]
     doc = {"format": index.FORMAT_NAME, "format_version": 1, "segments": legacy}
-    with fs.open(index._pointer_path(root, version + 1), "w") as f:
+    with fs.open(index_storage.pointer_path(root, version + 1), "w") as f:
         json.dump(doc, f)
     assert index.read(uri, columns, keys).to_pylist() == reference_read(uri, columns, keys)
 
-    merged = index._merge_segments(fs, root, segments)
+    merged = index_storage.merge_segments(fs, root, segments)
     index._publish(fs, root, version + 2, [merged])
     assert merged["file_ordinals"] is True
     assert index.read(uri, columns, keys).to_pylist() == before
-    newest = json.loads(fs.cat_file(index._pointer_path(root, version + 2)))
+    newest = json.loads(fs.cat_file(index_storage.pointer_path(root, version + 2)))
     assert newest["format_version"] == index.FORMAT_VERSION == 2
 
 
@@ -429,7 +435,7 @@ def test_a_newer_format_is_refused(tmp_path):
     root = str(tmp_path / "index")
     fs.makedirs(f"{root}/_pointers")
     doc = {"format": index.FORMAT_NAME, "format_version": index.FORMAT_VERSION + 1}
-    with fs.open(index._pointer_path(root, 1), "w") as f:
+    with fs.open(index_storage.pointer_path(root, 1), "w") as f:
         json.dump(doc, f)
     with pytest.raises(index.IndexFormatError, match="this code reads up to"):
         index.read(root, ["c00"])

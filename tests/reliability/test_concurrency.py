@@ -16,7 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
-from airflow_provider_acid.engine.compaction import compact_slice, plan_snapshot
+from airflow_provider_acid.engine.compaction import compact_slice
+from airflow_provider_acid.engine.plan import plan_snapshot
 from airflow_provider_acid.output import commit_snapshot, committed_snapshots
 from airflow_provider_acid.output.commit_lock import (
     CommitLockError,

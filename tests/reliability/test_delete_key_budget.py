@@ -12,7 +12,7 @@ import pyarrow.dataset as ds
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
-from airflow_provider_acid.engine.compaction import CompactionOptions, compact_table
+from airflow_provider_acid.engine.compaction import compact_table
 from airflow_provider_acid.engine.memory_budget import (
     BUDGET_VARIABLE,
     PEAK_BYTES_PER_KEY,
@@ -21,6 +21,7 @@ from airflow_provider_acid.engine.memory_budget import (
     memory_limit,
     parse_size,
 )
+from airflow_provider_acid.engine.options import CompactionOptions
 from airflow_provider_acid.output import committed_snapshots
 from airflow_provider_acid.testing import generate_demo_table
 

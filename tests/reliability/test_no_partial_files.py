@@ -21,7 +21,8 @@ from airflow_provider_acid.acid.storage import (
     temporary_path,
     write_whole,
 )
-from airflow_provider_acid.engine.compaction import compact_slice, compact_table, plan_snapshot
+from airflow_provider_acid.engine.compaction import compact_slice, compact_table
+from airflow_provider_acid.engine.plan import plan_snapshot
 from airflow_provider_acid.output import commit_snapshot, expire_snapshots, read_manifest
 from airflow_provider_acid.output.parquet_files import BucketFileWriter
 from airflow_provider_acid.testing.table_writer import AcidTableWriter
@@ -243,7 +244,7 @@ def test_a_slice_re_run_over_a_committed_file_replaces_it_with_the_same_bytes(tm
 
 @pytest.mark.parametrize("kind", ["json", "parquet"])
 def test_index_and_manifest_files_are_written_whole(tmp_path, kind):
-    from airflow_provider_acid.pruning import index as index_module
+    from airflow_provider_acid.pruning import index_storage as index_module
 
     fs = LocalFileSystem()
     path = tmp_path / "idx" / f"stats.{kind}"

@@ -13,14 +13,17 @@ import pytest
 from hive_fixtures import arrange_fixture_table
 from pyarrow.fs import FSSpecHandler, PyFileSystem
 
-from airflow_provider_acid.engine.compaction import CompactionOptions, compact_table, plan_snapshot
+from airflow_provider_acid.engine.compaction import compact_table
 from airflow_provider_acid.engine.manifest_compaction import (
     compact_manifest,
     compact_planned_slice,
     plan_from_manifest,
 )
+from airflow_provider_acid.engine.options import CompactionOptions
+from airflow_provider_acid.engine.plan import plan_snapshot
 from airflow_provider_acid.output import commit_snapshot, latest_snapshot
-from airflow_provider_acid.pruning.manifest import compute_manifest, write_manifest
+from airflow_provider_acid.pruning.manifest import compute_manifest
+from airflow_provider_acid.pruning.manifest_files import write_manifest
 from airflow_provider_acid.testing import generate_demo_table
 
 #: Requests that change objects: a re-run of a committed snapshot makes none of them.

@@ -22,7 +22,8 @@ from pyarrow.fs import FSSpecHandler, PyFileSystem
 
 from airflow_provider_acid.acid.listing import list_table_files, resolve_filesystem
 from airflow_provider_acid.acid.resolution import resolve_read_view
-from airflow_provider_acid.engine.compaction import CompactionOptions, compact_table
+from airflow_provider_acid.engine.compaction import compact_table
+from airflow_provider_acid.engine.options import CompactionOptions
 from airflow_provider_acid.hooks.acid import storage_options_from_extra
 from airflow_provider_acid.output import latest_snapshot
 from airflow_provider_acid.pruning.manifest import compute_manifest

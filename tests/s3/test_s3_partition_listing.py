@@ -14,7 +14,7 @@ import json
 import pytest
 
 from airflow_provider_acid.acid.changes import find_new_delta_folders
-from airflow_provider_acid.acid.inspection import snapshot_to_dict
+from airflow_provider_acid.acid.inspection import read_view_to_dict
 from airflow_provider_acid.acid.partition_listing import resolve_partition_specs
 from airflow_provider_acid.acid.resolution import resolve_read_view
 from airflow_provider_acid.pruning.manifest import compute_manifest
@@ -87,8 +87,8 @@ def test_a_one_partition_manifest_with_an_index_makes_seven_requests(s3, table):
 
 def _same_partitions(scoped, url, s3, expected):
     whole = resolve_read_view(url, storage_options=s3.storage_options)
-    mine = {p["path"]: p for p in snapshot_to_dict(scoped.snapshot)["partitions"]}
-    theirs = {p["path"]: p for p in snapshot_to_dict(whole)["partitions"]}
+    mine = {p["path"]: p for p in read_view_to_dict(scoped.snapshot)["partitions"]}
+    theirs = {p["path"]: p for p in read_view_to_dict(whole)["partitions"]}
     assert sorted(mine) == expected
     assert all(mine[path] == theirs[path] for path in mine)
 

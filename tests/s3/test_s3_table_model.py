@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_acid.acid.changes import find_new_delta_folders
-from airflow_provider_acid.acid.inspection import snapshot_to_dict
+from airflow_provider_acid.acid.inspection import read_view_to_dict
 from airflow_provider_acid.acid.resolution import resolve_read_view
 
 REPO = Path(__file__).resolve().parents[2]
@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def comparable(snapshot) -> dict:
     """The stable JSON form without the root, which differs between a copy and the other."""
-    document = snapshot_to_dict(snapshot)
+    document = read_view_to_dict(snapshot)
     del document["table"]
     return document
 
