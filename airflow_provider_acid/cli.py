@@ -81,6 +81,13 @@ def compact_summary(
     return summary
 
 
+def _at_least_one(text: str) -> int:
+    """A whole number of at least 1 (``--workers``)."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
+
+
 def _key_value(text: str) -> tuple[str, str]:
     """``KEY=VALUE`` (for ``--iceberg-catalog``)."""
     key, sep, value = text.partition("=")
@@ -343,7 +350,9 @@ def _add_compact(commands: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="rewrite every bucket instead of reusing unchanged ones of the latest snapshot",
     )
-    compact.add_argument("--workers", type=int, metavar="N", help="buckets compacted at once")
+    compact.add_argument(
+        "--workers", type=_at_least_one, metavar="N", help="buckets compacted at once"
+    )
     compact.add_argument(
         "--ignore-unrecognised", action="store_true", help=IGNORE_UNRECOGNISED_HELP
     )

@@ -86,6 +86,8 @@ def _manifest(args: argparse.Namespace) -> int:
     from .pruning.manifest import compute_manifest
     from .pruning.manifest_files import write_manifest
 
+    if args.refresh and not args.index:
+        raise UsageError("--refresh refreshes the index at --index: give --index URI")
     manifest = compute_manifest(
         source_of(args, where=args.where),
         args.where,

@@ -161,3 +161,17 @@ def test_a_column_the_table_lacks_is_named(hive_table, capsys):
     code, err = run_cli(capsys, "manifest", str(hive_table("nation")), "--where", "nokey = 3")
     assert code == 2
     assert "unknown column 'nokey'; available columns: n_nationkey" in error_line(err)
+
+
+def test_refresh_without_an_index_is_a_usage_error(hive_table, capsys):
+    argv = ["manifest", str(hive_table("nation")), "--where", "n_nationkey = 1", "--refresh"]
+    code, err = run_cli(capsys, *argv)
+    assert code == 2
+    assert error_line(err).endswith("--refresh refreshes the index at --index: give --index URI")
+
+
+def test_zero_workers_is_refused_by_the_parser(hive_table, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["compact", str(hive_table("nation")), "--out", str(tmp_path / "o"), "--workers", "0"])
+    assert exited.value.code == 2
+    assert "argument --workers: '0' is not a whole number of at least 1" in capsys.readouterr().err
