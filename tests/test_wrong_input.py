@@ -175,3 +175,10 @@ def test_zero_workers_is_refused_by_the_parser(hive_table, tmp_path, capsys):
         main(["compact", str(hive_table("nation")), "--out", str(tmp_path / "o"), "--workers", "0"])
     assert exited.value.code == 2
     assert "argument --workers: '0' is not a whole number of at least 1" in capsys.readouterr().err
+
+
+def test_a_manifest_of_a_plain_folder_is_refused(tmp_path, capsys):
+    folder = plain_parquet_folder(tmp_path)
+    code, err = run_cli(capsys, "manifest", str(folder), "--where", "a = 1")
+    assert code == 2
+    assert f"{folder} is not a Hive ACID table" in error_line(err)
