@@ -19,7 +19,10 @@ if TYPE_CHECKING:
     from .output.sinks import Publication
 from .cli_arguments import (
     IGNORE_UNRECOGNISED_HELP,
+    UsageError,
     add_table_arguments,
+    check_extras,
+    check_out_folder,
     metastore_address,
     source_of,
     warn_left_out,
@@ -78,6 +81,13 @@ def compact_summary(
     return summary
 
 
+def _at_least_one(text: str) -> int:
+    """A whole number of at least 1 (``--workers``)."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
+
+
 def _key_value(text: str) -> tuple[str, str]:
     """``KEY=VALUE`` (for ``--iceberg-catalog``)."""
     key, sep, value = text.partition("=")
@@ -104,7 +114,7 @@ def _sink_options(args: argparse.Namespace) -> dict[str, Any]:
         if given and fmt != name:
             keys = ("catalog", "table", "catalog_name")
             flags = ", ".join(f"--{name}-{k.replace('_', '-')}" for k in keys if k in given)
-            raise ValueError(f"{flags or '--delta-uri'} belong(s) with --format {name}")
+            raise UsageError(f"{flags or '--delta-uri'} belong(s) with --format {name}")
     return iceberg if fmt == "iceberg" else delta if fmt == "delta" else {}
 
 
@@ -181,6 +191,7 @@ def _compact(args: argparse.Namespace) -> int:
     from .output.sinks import check_sink
 
     sink_options = _sink_options(args)
+    check_out_folder(args.out)
     check_sink(  # bad sink options fail before any work
         args.output_format, args.out, options=sink_options, timestamp_unit=args.timestamp_unit
     )
@@ -197,13 +208,13 @@ def _compact(args: argparse.Namespace) -> int:
         from .engine.manifest_compaction import compact_manifest
 
         if args.table_uri or args.table or args.valid_write_ids or args.partition or args.bucket:
-            raise ValueError(
+            raise UsageError(
                 "--manifest names the table, write-id list and slices: drop TABLE_URI, "
                 "--table, --valid-write-ids, --partition and --bucket"
             )
         result = compact_manifest(args.manifest, args.out, options=options)
     elif not args.table_uri and not args.table:
-        raise ValueError("name TABLE_URI, --table with --metastore, or --manifest FILE")
+        raise UsageError("name TABLE_URI, --table with --metastore, or --manifest FILE")
     else:
         with _read_transaction(args) as txn_id, progress_line(args.quiet) as progress:
             source = source_of(args, partitions=args.partition, current_txn=txn_id)
@@ -339,7 +350,9 @@ def _add_compact(commands: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="rewrite every bucket instead of reusing unchanged ones of the latest snapshot",
     )
-    compact.add_argument("--workers", type=int, metavar="N", help="buckets compacted at once")
+    compact.add_argument(
+        "--workers", type=_at_least_one, metavar="N", help="buckets compacted at once"
+    )
     compact.add_argument(
         "--ignore-unrecognised", action="store_true", help=IGNORE_UNRECOGNISED_HELP
     )
@@ -421,8 +434,18 @@ def _one_line(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
-def _hint(exc: BaseException) -> str:
+#: storage clients' credential errors (botocore's), which derive from none of USER_ERRORS
+CREDENTIAL_ERRORS = ("NoCredentialsError", "PartialCredentialsError", "NoAuthTokenError")
+
+
+def _hint(exc: BaseException, command: str = "") -> str:
     debug = "run with --debug for the traceback"
+    from .pruning.expressions import PredicateError
+
+    if isinstance(exc, (UsageError, PredicateError)):
+        return f"hint: see airflow-acid {command} --help".replace("  ", " ")
+    if type(exc).__name__ in CREDENTIAL_ERRORS:
+        return f"hint: give the storage's credentials (environment, profile or options); {debug}"
     if not isinstance(exc, USER_ERRORS):
         return f"hint: an unexpected error; {debug} (and report it if it is a bug)"
     if isinstance(exc, PermissionError):
@@ -435,6 +458,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     run: Callable[[argparse.Namespace], int] = args.run
     try:
+        check_extras(args)
         return run(args)
     except KeyboardInterrupt:
         if args.debug:
@@ -451,7 +475,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not isinstance(exc, USER_ERRORS):
             message = f"{type(exc).__name__}: {message}"
         print(f"airflow-acid {args.command}: error: {message}", file=sys.stderr)
-        print(_hint(exc), file=sys.stderr)
+        print(_hint(exc, args.command), file=sys.stderr)
         return EXIT_ERROR
 
 

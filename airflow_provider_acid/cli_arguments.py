@@ -126,3 +126,49 @@ IGNORE_UNRECOGNISED_HELP = (
     "go ahead although files of the table cannot be placed in any bucket slice (by default "
     "they fail the command, named); the output records each file so left out"
 )
+
+
+class UsageError(ValueError):
+    """Arguments that do not go together: the hint is ``--help``, not ``--debug``."""
+
+
+#: the extra that installs what an argument needs: (what needs it, module, extra)
+EXTRAS = {
+    "s3": ("s3fs", "s3"),
+    "delta": ("deltalake", "delta"),
+    "iceberg": ("pyiceberg", "iceberg"),
+    "iceberg-sql": ("sqlalchemy", "iceberg"),
+}
+
+
+def check_extras(args: argparse.Namespace) -> None:
+    """Before any work: the optional libraries the arguments need are installed, else one
+    line naming the argument and the extra to install."""
+    import importlib.util
+
+    needs = []
+    for name in ("table_uri", "out", "out_uri", "manifest", "index"):
+        value = getattr(args, name, None)
+        if isinstance(value, str) and value.startswith(("s3://", "s3a://")):
+            needs.append((f"{value}", "s3"))
+    fmt = getattr(args, "output_format", "parquet")
+    if fmt in ("delta", "iceberg"):
+        needs.append((f"--format {fmt}", fmt))
+    if fmt == "iceberg" and not dict(getattr(args, "iceberg_catalog", None) or {}).get("type"):
+        needs.append(("--format iceberg's default SQL catalog", "iceberg-sql"))
+    for what, need in needs:
+        module, extra = EXTRAS[need]
+        if importlib.util.find_spec(module) is None:
+            raise UsageError(
+                f"{what} needs {module}, which is not installed: "
+                f"pip install 'airflow-provider-acid[{extra}]'"
+            )
+
+
+def check_out_folder(out: str) -> None:
+    """``--out`` is a folder (or nothing yet), checked before any work."""
+    if "://" in out and not out.startswith("file://"):
+        return
+    path = out.removeprefix("file://")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(f"--out {out} is a file, not a folder: give a folder for the snapshots")

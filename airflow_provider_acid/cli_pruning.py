@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     pass
-from .cli_arguments import IGNORE_UNRECOGNISED_HELP, add_table_arguments, source_of, warn_left_out
+from .cli_arguments import (
+    IGNORE_UNRECOGNISED_HELP,
+    UsageError,
+    add_table_arguments,
+    source_of,
+    warn_left_out,
+)
 
 
 def _index(args: argparse.Namespace) -> int:
@@ -80,6 +86,8 @@ def _manifest(args: argparse.Namespace) -> int:
     from .pruning.manifest import compute_manifest
     from .pruning.manifest_files import write_manifest
 
+    if args.refresh and not args.index:
+        raise UsageError("--refresh refreshes the index at --index: give --index URI")
     manifest = compute_manifest(
         source_of(args, where=args.where),
         args.where,
@@ -116,10 +124,10 @@ def _bucketing_option(args: argparse.Namespace) -> dict[str, Any] | None:
     ``bucketing`` option (None when not given)."""
     if args.bucketed_by is None and args.buckets is None:
         if args.bucketing_version is not None:
-            raise ValueError("--bucketing-version needs --bucketed-by and --buckets")
+            raise UsageError("--bucketing-version needs --bucketed-by and --buckets")
         return None
     if not args.bucketed_by or not args.buckets:
-        raise ValueError("--bucketed-by and --buckets go together")
+        raise UsageError("--bucketed-by and --buckets go together")
     return {
         "columns": [c.strip() for c in args.bucketed_by.split(",") if c.strip()],
         "buckets": args.buckets,

@@ -42,8 +42,19 @@ else:
         ),
     }
 
+# The asset's name and URI are fixed, never read from the environment: every process that
+# parses this file (dag-processor, worker, a test) must declare the same asset, or Airflow
+# marks the one it saw first inactive and the commit's asset event fails. Where the snapshot
+# went is in each event's extra (manifest_path).
 SNAPSHOTS = Asset(
-    name="acid_demo_snapshot", uri=f"file://{OUTPUT_URI}" if "://" not in OUTPUT_URI else OUTPUT_URI
+    name="acid_demo_snapshot", uri="acid-snapshot://acid_snapshot_materialisation/snapshots"
+)
+
+# A run triggered with no logical date (the REST API's "logical_date": null, or the UI's
+# trigger form) has no data interval: the watermark is then the snapshot before the run.
+INTERVAL_END = (
+    "{{ data_interval_end if data_interval_end is defined and data_interval_end "
+    "else dag_run.run_after }}"
 )
 
 with DAG(
@@ -85,8 +96,9 @@ new `delta_*` or `delete_delta_*` folders above the snapshot's write ids):
 2. **plan**: fix the snapshot id and the slices to compute (unchanged slices are reused);
 3. **compact**: one mapped task per slice (a bucket of a partition), spread over workers;
 4. **commit**: verify and reconcile every part, then write the snapshot manifest (the commit
-   point), emit an asset event for `acid_demo_snapshot` and expire all but the newest
-   `keep_snapshots` snapshots (1: the output folder holds exactly the latest one);
+   point), emit an asset event for `acid_demo_snapshot` (its extra names the manifest) and
+   expire all but the newest `keep_snapshots` snapshots (1: the output folder holds exactly
+   the latest one);
 5. **publish_metrics**: pruning and compaction metrics to Airflow metrics, XCom and
    `_snapshots/<id>/metrics.json`.
 
@@ -97,12 +109,16 @@ of the `hive_metastore` connection `ACID_METASTORE_CONN_ID`, default `metastore_
 else `ACID_TABLE_URI` (the table's location, read storage-only: without a metastore every
 write on storage, aborted and in-flight ones included, is read as committed, and the tasks
 warn so); `ACID_OUTPUT_URI`; `ACID_CONN_ID` (the storage credentials' `acid` connection).
+Unset, the table is `/tmp/acid-demo/table` and the output `/tmp/acid-demo/snapshots`: the
+trigger form's `table_uri` and `output_uri` override them per run.
+A run triggered without a logical date (REST `"logical_date": null`) waits for writes since
+the snapshot committed before the run was triggered.
 """,
 ) as dag:
     waiting = {
         "snapshot_uri": "{{ params.output_uri }}",
         # the watermark of the snapshot before this interval: a re-run waits for the same writes
-        "snapshot_committed_before": "{{ data_interval_end }}",
+        "snapshot_committed_before": INTERVAL_END,
         "acid_conn_id": CONN_ID,
         "deferrable": True,
         "poll_interval": 30,

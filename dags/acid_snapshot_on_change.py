@@ -15,8 +15,10 @@ run is queued are served by that run. ``ACID_WATCH_POLL_SECONDS`` sets how often
 looks (default 30); ``ACID_WATCH_ABOVE_WRITE_ID`` makes every change above that write count,
 even one made before the triggerer started (by default only later ones count).
 
-Without a table configured the file defines no DAG (so that a fresh deployment's triggerer
-watches nothing).
+Without a table configured the DAG is defined unscheduled, watching nothing (so that a fresh
+deployment's triggerer watches nothing): its doc and its one task name the variables to set.
+Half a configuration (a table but no output, or both a name and a location) is an import
+error naming the variables.
 """
 
 from __future__ import annotations
@@ -65,7 +67,50 @@ def table_changes(table_uri: str, table: str) -> Asset:
     )
 
 
-if (TABLE_URI or TABLE_NAME) and OUTPUT_URI:
+SETTINGS = (
+    "set ACID_WATCH_TABLE_URI (the table's location) or ACID_WATCH_TABLE (DB.TABLE, through "
+    "the hive_metastore connection ACID_METASTORE_CONN_ID), and ACID_WATCH_OUTPUT_URI (where "
+    "the snapshots go), in the environment of every Airflow process"
+)
+
+
+def configuration_error() -> str | None:
+    """What is wrong with a half-given configuration (None: complete, or not given at all)."""
+    if TABLE_URI and TABLE_NAME:
+        return (
+            f"acid_snapshot_on_change: ACID_WATCH_TABLE_URI={TABLE_URI!r} and "
+            f"ACID_WATCH_TABLE={TABLE_NAME!r} are both set: set one of them"
+        )
+    if (TABLE_URI or TABLE_NAME) and not OUTPUT_URI:
+        return f"acid_snapshot_on_change: ACID_WATCH_OUTPUT_URI is not set: {SETTINGS}"
+    if OUTPUT_URI and not (TABLE_URI or TABLE_NAME):
+        return (
+            "acid_snapshot_on_change: ACID_WATCH_OUTPUT_URI is set but neither "
+            f"ACID_WATCH_TABLE_URI nor ACID_WATCH_TABLE: {SETTINGS}"
+        )
+    return None
+
+
+if configuration_error():
+    raise ImportError(configuration_error())
+
+if not (TABLE_URI or TABLE_NAME):
+    with DAG(
+        dag_id="acid_snapshot_on_change",
+        schedule=None,
+        start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
+        catchup=False,
+        tags=["acid", "example", "event-driven"],
+        doc_md=f"**Not configured: it watches no table.** To use it, {SETTINGS}.\n\n{__doc__}",
+    ) as dag:
+
+        @task
+        def not_configured() -> None:
+            """Fails, naming the variables to set."""
+            raise RuntimeError(f"acid_snapshot_on_change watches no table: {SETTINGS}")
+
+        not_configured()
+else:
     changes = table_changes(TABLE_URI, TABLE_NAME)
     with DAG(
         dag_id="acid_snapshot_on_change",

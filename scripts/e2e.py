@@ -29,7 +29,9 @@ With the default DAGs folder, ``acid_snapshot_on_change`` watches a third demo t
 an asset watcher (scripts/_e2e_watcher.py): once the script writes a delete delta there, a run
 must appear that nobody triggered (``asset_triggered``, its asset event the trigger's, naming
 the new folder) and snapshot the table. The manifest tasks' "Pruning report" links must answer
-the report page from the API server, with the commit's rows.
+the report page from the API server, with the commit's rows. And ``acid_snapshot_materialisation``
+is triggered with ``"logical_date": null`` (scripts/_e2e_scheduled.py): its run, which has no
+data interval, must succeed, its mapped compaction tasks named by their slice keys.
 
 Exits 0 only if every step passed; stops every process it started in every case; keeps the
 temporary folder (logs under ``logs/``) when a step failed or with ``--keep``.
@@ -74,6 +76,7 @@ from _e2e_common import (
     wait_for_health,
 )
 from _e2e_lineage import check_lineage, lineage_env
+from _e2e_scheduled import run_without_logical_date, scheduled_env
 from _e2e_watcher import (
     ON_CHANGE_DAG_ID,
     check_report_link,
@@ -384,6 +387,7 @@ def _run_e2e(
     if default_run and args.dags_folder == DEFAULT_DAGS:  # acid_snapshot_on_change's table
         watched, watch_env = prepare_watched_table(workdir, args.rows_per_bucket)
         extra_env.update(watch_env)
+        extra_env.update(scheduled_env(workdir, table))  # acid_snapshot_materialisation's
     extra_env.update(reports_plugin_env(workdir / "airflow"))  # the pruning reports app
     if metastore is not None:
         named = make_metastore_table(metastore, workdir / "warehouse" / "e2e", args.rows_per_bucket)
@@ -426,6 +430,8 @@ def _run_e2e(
         if default_run:
             check_report_link(api, args.dag_id, run.run_id)
         if watched is not None:
+            materialised = str(workdir / "output" / "materialised")
+            run_without_logical_date(api, services, table, materialised, args.timeout)
             on_change = run_on_change(api, services, watched, args.timeout)
             check_report_link(api, ON_CHANGE_DAG_ID, on_change["dag_run_id"])
         if named is not None:

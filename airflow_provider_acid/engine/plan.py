@@ -18,6 +18,7 @@ from typing import Any
 from fsspec import AbstractFileSystem
 
 from ..acid.hive_types import HiveType
+from ..acid.layout_checks import check_read_view
 from ..acid.listing import location_uri, resolve_filesystem
 from ..acid.locations import check_outside_table
 from ..acid.partition_listing import partition_specs
@@ -73,6 +74,14 @@ def select_slices(
         chosen = [s for s in chosen if any(matches(s, spec) for spec in specs)]
     if buckets is not None:
         wanted = {int(b) for b in buckets}
+        present = {s.bucket_id for s in chosen}
+        missing = sorted(wanted - present)
+        if missing:
+            raise ValueError(
+                f"buckets: {missing} not in {snapshot.root}"
+                f"{' (of the partitions given)' if partitions is not None else ''}; its "
+                f"buckets are {sorted(present) or 'none'}"
+            )
         chosen = [s for s in chosen if s.bucket_id in wanted]
     if slice_keys is not None:
         wanted_keys = list(dict.fromkeys(slice_keys))
@@ -321,9 +330,18 @@ def resolve_for_plan(
             from ..pruning.partition_pruning import partition_types_of
 
             types = partition_types_of(scoped.listing.partitions)
+        check_read_view(scoped.snapshot, write_ids_given=_write_ids_given(table_uri, write_ids))
         return scoped.snapshot, fs, types
     snapshot = resolve_read_view(table_uri, write_ids, txns, insert_only=insert_only, filesystem=fs)
+    check_read_view(snapshot, write_ids_given=_write_ids_given(table_uri, write_ids))
     return snapshot, fs, {}
+
+
+def _write_ids_given(table_uri: str | TableSource, write_ids: Any) -> bool:
+    """The read has a write-id list (given, or the source's: the metastore's or the user's)."""
+    if write_ids is not None:
+        return True
+    return isinstance(table_uri, TableSource) and table_uri.write_ids is not None
 
 
 def with_partition_types(options: CompactionOptions, types: Mapping[str, str]) -> CompactionOptions:

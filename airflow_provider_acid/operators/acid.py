@@ -58,6 +58,7 @@ from . import lineage
 from .lineage import OpenLineageMixin
 from .links import REPORT_CONN_XCOM_KEY, REPORT_XCOM_KEY, AcidPruningReportLink
 from .publishing import (
+    add_failure_to_report,
     add_to_report,
     emit_stats,
     keep_count,
@@ -75,6 +76,9 @@ from .task_arguments import (
     replan_needed,
     table_arguments,
 )
+
+#: a mapped compaction task's name in the UI: its slice key (``dt=2024-01-01#3``)
+SLICE_MAP_INDEX_TEMPLATE = "{{ task.slice_key }}"
 
 
 class AcidSliceManifestOperator(OpenLineageMixin, BaseOperator):
@@ -94,9 +98,17 @@ class AcidSliceManifestOperator(OpenLineageMixin, BaseOperator):
     :param output_uri: the output root: the index defaults to ``OUT/_index`` and the manifest
         to ``OUT/_manifests/<run_id>.json``.
     :param where: SQL ``WHERE`` fragment or DNF filter list; empty keeps every slice.
-    :param valid_write_ids: Hive write-id list the snapshot is read with (empty: all committed).
-    :param index_uri: column-stats index location; ``refresh_index`` updates it first.
-    :param granularity: ``"slice"`` or ``"file"``.
+    :param valid_write_ids: Hive write-id list the snapshot is read with (empty: by name the
+        metastore's, by location every write on storage counts as committed).
+    :param valid_txns: Hive transaction list, with ``valid_write_ids`` (empty: by name the
+        metastore's).
+    :param index_uri: column-stats index location (default ``OUT/_index``).
+    :param refresh_index: bring the index up to date with the table's files first.
+    :param manifest_uri: where the manifest goes (default ``OUT/_manifests/<run_id>.json``).
+    :param granularity: ``"slice"`` (drop whole bucket slices) or ``"file"`` (drop files).
+    :param partition_types: ``{partition column: Hive type}`` for a table read by location
+        (by name, the metastore's types are used); untyped partition values are strings.
+    :param acid_conn_id: the ``acid`` connection with the storage credentials and URI prefix.
     :param ignore_unrecognised: write the manifest although files of the table cannot be
         placed in any slice (by default they fail the task, named); its ``warnings`` then name
         each file left out.
@@ -107,6 +119,10 @@ class AcidSliceManifestOperator(OpenLineageMixin, BaseOperator):
         :mod:`~airflow_provider_acid.pruning.report`); the summary's ``report_uri`` (and XCom
         ``report_uri``) names it and the task's "Pruning report" link opens it. The commit
         task adds its rows per partition to it.
+
+    Templated fields: ``table_uri``, ``table``, ``metastore_conn_id``, ``output_uri``,
+    ``where``, ``valid_write_ids``, ``valid_txns``, ``index_uri``, ``manifest_uri``,
+    ``acid_conn_id``.
     """
 
     operator_extra_links = (AcidPruningReportLink(),)
@@ -252,8 +268,15 @@ class AcidPlanSnapshotOperator(OpenLineageMixin, BaseOperator):
     transaction lists, and by name the table's definition) the whole snapshot is read with.
 
     :param manifest: the manifest operator's summary (its ``.output``) or a manifest URI.
+    :param output_uri: the output root the snapshot is planned in (as on the manifest task).
+    :param partition_types: ``{partition column: Hive type}``, as on the manifest operator.
+    :param target_file_size: bytes after which a slice's output starts a new Parquet file.
+    :param include_identity: also write each row's identity as ``_acid_*`` columns.
+    :param acid_conn_id: the ``acid`` connection with the storage credentials and URI prefix.
     :param ignore_unrecognised: as on the manifest operator (give both the same value): plan
         although files of the table cannot be placed in any slice.
+
+    Templated fields: ``manifest``, ``output_uri``, ``acid_conn_id``.
     """
 
     template_fields: Sequence[str] = ("manifest", "output_uri", "acid_conn_id")
@@ -335,6 +358,37 @@ class AcidCompactOperator(OpenLineageMixin, BaseOperator):
     ``ignore_unrecognised``: the snapshot's warnings then name each file left out.
     ``output_format`` and ``sink_options`` publish the whole snapshot as on
     :class:`AcidCommitSnapshotOperator`.
+
+    Mapped, each task is named by its slice key in the UI (``map_index_template``).
+
+    :param output_uri: the output root (the plan's, for a mapped slice).
+    :param snapshot_id: the plan's snapshot id (``plan.output["snapshot_id"]``); needed with
+        ``slice_key``.
+    :param slice_key: the slice to compact (``.expand(slice_key=plan.output)``); None
+        compacts and commits the whole snapshot in this task.
+    :param table_uri: whole snapshot: the table's location (storage-only without
+        ``valid_write_ids``).
+    :param table: whole snapshot: or the table by name, ``DB.TABLE``, through
+        ``metastore_conn_id``.
+    :param metastore_conn_id: the ``hive_metastore`` connection (default
+        ``metastore_default``); only with ``table``.
+    :param manifest_uri: whole snapshot: or a slice manifest, whose kept slices are compacted
+        with its predicate and read view.
+    :param valid_write_ids: whole snapshot: the Hive write-id list to read with.
+    :param partition_types: ``{partition column: Hive type}`` for a table read by location.
+    :param acid_conn_id: the ``acid`` connection with the storage credentials and URI prefix.
+    :param keep_snapshots: whole snapshot: after the commit keep only the newest N snapshots,
+        as on :class:`AcidCommitSnapshotOperator` (not on a mapped slice).
+    :param ignore_unrecognised: whole snapshot: leave out (and name) files that cannot be
+        placed in any slice instead of failing.
+    :param output_format: whole snapshot: ``parquet``, ``iceberg`` or ``delta``, as on
+        :class:`AcidCommitSnapshotOperator`.
+    :param sink_options: whole snapshot: the table format's options, as on
+        :class:`AcidCommitSnapshotOperator`.
+
+    Templated fields: ``output_uri``, ``snapshot_id``, ``slice_key``, ``table_uri``,
+    ``table``, ``metastore_conn_id``, ``manifest_uri``, ``valid_write_ids``, ``acid_conn_id``,
+    ``keep_snapshots``, ``output_format``, ``sink_options``.
     """
 
     template_fields: Sequence[str] = (
@@ -386,6 +440,16 @@ class AcidCompactOperator(OpenLineageMixin, BaseOperator):
         self.valid_write_ids = valid_write_ids
         self.partition_types = partition_types
         self.acid_conn_id = acid_conn_id
+
+    @classmethod
+    def partial(cls, **kwargs: Any) -> Any:
+        """As ``BaseOperator.partial``; each mapped task is named by its slice key unless a
+        ``map_index_template`` is given."""
+        from airflow.sdk.bases.operator import partial
+
+        if kwargs.get("map_index_template") is None:
+            kwargs["map_index_template"] = SLICE_MAP_INDEX_TEMPLATE
+        return partial(cls, **kwargs)
 
     def _lineage_on_start(self) -> lineage.RunLineage | None:
         return None if self.slice_key is not None else lineage_of_arguments(self)
@@ -479,7 +543,10 @@ class AcidCommitSnapshotOperator(OpenLineageMixin, BaseOperator):
     the manifest last. Returns the snapshot summary and adds an asset event, with the snapshot
     id, rows and files in its extra, to each of its ``outlets``.
 
+    :param output_uri: the output root (the plan's).
+    :param snapshot_id: the plan's snapshot id (``plan.output["snapshot_id"]``).
     :param bucket_results: the mapped :class:`AcidCompactOperator`'s ``.output``.
+    :param acid_conn_id: the ``acid`` connection with the storage credentials and URI prefix.
     :param keep_snapshots: after the commit, keep only the newest N committed snapshots and
         delete the others' files that no kept snapshot references (``expire_snapshots``); with
         1, a plain folder read of ``output_uri`` is exactly the new snapshot. None keeps all.
@@ -499,6 +566,9 @@ class AcidCommitSnapshotOperator(OpenLineageMixin, BaseOperator):
         read, deleted, filtered and written per partition (the manifest summary's
         ``report_uri``). None: the report of this run's default manifest location
         (``OUT/_manifests/<run_id>.html``), when there is one.
+
+    Templated fields: ``output_uri``, ``snapshot_id``, ``bucket_results``, ``acid_conn_id``,
+    ``keep_snapshots``, ``output_format``, ``sink_options``, ``report_uri``.
     """
 
     template_fields: Sequence[str] = (
@@ -548,12 +618,16 @@ class AcidCommitSnapshotOperator(OpenLineageMixin, BaseOperator):
             r if isinstance(r, (Mapping, BucketResult)) else json.loads(r)
             for r in (self.bucket_results or [])
         ]
-        result = commit_snapshot(
-            hook.resolve_uri(self.output_uri),
-            self.snapshot_id,
-            results,
-            storage_options=hook.storage_options,
-        )
+        try:
+            result = commit_snapshot(
+                hook.resolve_uri(self.output_uri),
+                self.snapshot_id,
+                results,
+                storage_options=hook.storage_options,
+            )
+        except Exception as exc:
+            add_failure_to_report(self, hook, context, exc)
+            raise
         out_uri = hook.resolve_uri(self.output_uri)
         self._keep_lineage(lambda: lineage.snapshot_lineage(result, out_uri))
         summary = snapshot_summary(result)
@@ -579,6 +653,9 @@ class AcidPublishPruningMetricsOperator(OpenLineageMixin, BaseOperator):
     :param snapshot: the commit operator's summary (``.output``), or None.
     :param table_name: the ``table`` tag (default: the manifest's table name when it was read
         by name, else its location).
+    :param acid_conn_id: the ``acid`` connection for writing ``metrics.json``.
+
+    Templated fields: ``manifest``, ``snapshot``, ``table_name``, ``acid_conn_id``.
     """
 
     template_fields: Sequence[str] = ("manifest", "snapshot", "table_name", "acid_conn_id")

@@ -16,7 +16,7 @@ from ..output.sinks import (
     check_output_format,
     publish_snapshot,
 )
-from ..pruning.report import add_snapshot, report_uri_for
+from ..pruning.report import add_failure, add_snapshot, report_uri_for
 from . import lineage
 from .task_arguments import (
     manifest_uri_for,
@@ -129,6 +129,25 @@ def keep_count(value: int | str | None) -> int | None:
     return keep
 
 
+def report_of_commit(task: Any, hook: AcidHook, context: Any) -> str | None:
+    """The commit task's pruning report: ``report_uri``, else this run's default one when the
+    manifest task wrote it (None: there is none).
+
+    :param task: the commit task.
+    :param hook: the storage hook of the output.
+    :param context: the task's Airflow context.
+    """
+    given = none_if_blank(task.report_uri)
+    if given:
+        return hook.resolve_uri(given)
+    run_id = context.get("run_id") if hasattr(context, "get") else None
+    uri = report_uri_for(manifest_uri_for(hook.resolve_uri(task.output_uri), run_id))
+    from ..acid.listing import resolve_filesystem
+
+    fs, path = resolve_filesystem(uri, storage_options=hook.storage_options)
+    return uri if fs.exists(path) else None
+
+
 def add_to_report(task: Any, hook: AcidHook, context: Any, result: Any) -> None:
     """The commit's rows per partition, added to the manifest task's pruning report.
 
@@ -140,21 +159,31 @@ def add_to_report(task: Any, hook: AcidHook, context: Any, result: Any) -> None:
     :param context: the task's Airflow context.
     :param result: the committed snapshot.
     """
-    given = none_if_blank(task.report_uri)
-    run_id = context.get("run_id") if hasattr(context, "get") else None
-    uri = hook.resolve_uri(given) if given else None
+    uri = report_of_commit(task, hook, context)
     if uri is None:
-        uri = report_uri_for(manifest_uri_for(hook.resolve_uri(task.output_uri), run_id))
-        from ..acid.listing import resolve_filesystem
-
-        fs, path = resolve_filesystem(uri, storage_options=hook.storage_options)
-        if not fs.exists(path):
-            return  # this run's manifest task wrote none there
+        return
     try:
         written = add_snapshot(uri, result, hook.storage_options)
         task.log.info("Rows per partition added to the pruning report %s", written)
     except (OSError, ValueError) as exc:
         task.log.warning("The pruning report %s was not updated: %s", uri, exc)
+
+
+def add_failure_to_report(task: Any, hook: AcidHook, context: Any, error: Exception) -> None:
+    """A commit that failed shows as failed in the pruning report, with its error (the task
+    fails with the error all the same).
+
+    :param task: the commit task.
+    :param hook: the storage hook of the output.
+    :param context: the task's Airflow context.
+    :param error: what the commit raised.
+    """
+    try:
+        uri = report_of_commit(task, hook, context)
+        if uri is not None:
+            add_failure(uri, f"{type(error).__name__}: {error}", hook.storage_options)
+    except (OSError, ValueError) as exc:
+        task.log.warning("The pruning report was not marked failed: %s", exc)
 
 
 def _publish_asset_events(context: Any, outlets: Sequence[Any], summary: Mapping[str, Any]) -> None:

@@ -74,21 +74,33 @@ def acid_snapshot_tasks(
     ``metastore_conn_id``): exactly one. By name the manifest task pins the metastore's read
     view and the plan, every mapped compaction and the commit read with it.
 
-    ``table_uri``, ``table``, ``metastore_conn_id``, ``output_uri``, ``where``,
-    ``valid_write_ids`` and ``acid_conn_id`` are templated, as on the operators. ``outlets``
-    go on the commit task (which adds the asset event with the snapshot id, rows and files);
-    ``keep_snapshots`` too (expire all but the newest N after the commit; None keeps all).
-    ``manifest_kwargs`` go to :class:`AcidSliceManifestOperator` (e.g. ``granularity``,
-    ``index_uri``, ``valid_txns``) and
-    ``compact_kwargs`` to the mapped :class:`AcidCompactOperator` (e.g. ``retries``, ``pool``).
-    ``ignore_unrecognised`` lets the manifest and the plan leave out files that cannot be
-    placed in any slice (by default they fail the manifest task, named).
+    :param table_uri: the table's location (path, fsspec URL, or relative to the connection).
+    :param output_uri: the output root: snapshots, the index and the manifests.
+    :param table: or the table by name, ``DB.TABLE``.
+    :param metastore_conn_id: the ``hive_metastore`` connection (default
+        ``metastore_default``); only with ``table``.
+    :param where: SQL ``WHERE`` fragment or DNF filter list; empty keeps every row.
+    :param valid_write_ids: Hive write-id list to read with (by name: the metastore's).
+    :param acid_conn_id: the ``acid`` connection with the storage credentials and URI prefix.
+    :param outlets: go on the commit task, which adds the asset event with the snapshot id,
+        rows and files.
+    :param keep_snapshots: on the commit task: expire all but the newest N snapshots after
+        the commit (None keeps all).
+    :param manifest_kwargs: more arguments for :class:`AcidSliceManifestOperator` (e.g.
+        ``granularity``, ``index_uri``, ``valid_txns``).
+    :param compact_kwargs: more arguments for the mapped :class:`AcidCompactOperator` (e.g.
+        ``retries``, ``pool``).
+    :param ignore_unrecognised: let the manifest and the plan leave out files that cannot be
+        placed in any slice (by default they fail the manifest task, named).
+    :param output_format: ``parquet``, ``iceberg`` or ``delta``, for the commit task, which
+        then also publishes the snapshot as a table over the same files (see
+        ``output.sinks``). With a table format and no ``outlets``, the commit's outlet is the
+        table's asset (``iceberg://...`` or the Delta table's URI), when ``output_uri`` is not
+        a template; its events carry the table's snapshot id or version in their extra.
+    :param sink_options: the table format's options, for the commit task.
 
-    ``output_format`` (``parquet``, ``iceberg`` or ``delta``) and ``sink_options`` go to the
-    commit task, which then also publishes the snapshot as a table over the same files (see
-    ``output.sinks``). With a table format and no ``outlets``, the commit's outlet is the
-    table's asset (``iceberg://...`` or the Delta table's URI), when ``output_uri`` is not a
-    template; its events carry the table's snapshot id or version in their extra.
+    Templated fields: ``table_uri``, ``table``, ``metastore_conn_id``, ``output_uri``,
+    ``where``, ``valid_write_ids`` and ``acid_conn_id`` are templated, as on the operators.
     """
     manifest = AcidSliceManifestOperator(
         task_id="manifest",

@@ -48,7 +48,7 @@ def parse_sql_where(text: str, dialect: str = "hive") -> Expr:
     try:
         tree = sqlglot.parse_one(body, read=dialect)
     except SqlglotError as exc:
-        raise PredicateError(f"cannot parse WHERE text {text!r}: {exc}") from exc
+        raise PredicateError(f"cannot parse WHERE text {text!r}: {_parse_problem(exc)}") from exc
     return _SqlConverter(dialect).convert(tree)
 
 
@@ -232,3 +232,18 @@ class _SqlConverter:
         except (ValueError, decimal.InvalidOperation) as exc:
             raise self.fail(node, f"cannot read the literal ({exc})") from exc
         raise self.fail(node, f"casts to {kind.name} are not supported")
+
+
+def _parse_problem(exc: Exception) -> str:
+    """What the SQL parser found wrong, in words, without its internals (class names, the
+    echoed text): e.g. ``an operand is missing near column 15``."""
+    errors = getattr(exc, "errors", None) or []
+    first = errors[0] if errors else {}
+    description = str(first.get("description") or exc)
+    where = f" near column {first['col']}" if first.get("col") else ""
+    if "Required keyword" in description or "missing for" in description:
+        return f"an operand is missing{where}"
+    if "Invalid expression / Unexpected token" in description:
+        return f"unexpected token {first.get('highlight') or ''!r}{where}".replace(" ''", "")
+    description = re.sub(r"<class '[^']+'>", "an expression", description.split(". Line")[0])
+    return f"{description}{where}"

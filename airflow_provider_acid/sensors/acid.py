@@ -36,6 +36,9 @@ class AcidDeltaSensor(OpenLineageMixin, BaseSensorOperator):
     :param poll_interval: seconds between looks (also the sensor's ``poke_interval``).
     :param poke_before_defer: deferrable only: look once on the worker first and return at
         once when folders are there (False: hand over to the triggerer straight away).
+
+    Templated fields: ``table_uri``, ``above_write_id``, ``snapshot_uri``,
+    ``snapshot_committed_before``, ``partitions``, ``acid_conn_id``.
     """
 
     template_fields: Sequence[str] = (

@@ -41,6 +41,9 @@ class AcidMetastoreWriteSensor(OpenLineageMixin, BaseSensorOperator):
     :param poll_interval: seconds between looks (also the sensor's ``poke_interval``).
     :param poke_before_defer: deferrable only: look once on the worker first and return at
         once when writes are there (False: hand over to the triggerer straight away).
+
+    Templated fields: ``table``, ``metastore_conn_id``, ``above_write_id``, ``snapshot_uri``,
+    ``snapshot_committed_before``, ``acid_conn_id``.
     """
 
     template_fields: Sequence[str] = (

@@ -21,6 +21,14 @@ class AcidDeltaTrigger(BaseTrigger):
     only those partition folders are listed. Yields exactly one event:
     ``{"status": "success", "folders": [...]}`` or ``{"status": "error", "message": "..."}``.
     Holds only primitive arguments, so it serialises as it is.
+
+    :param table_uri: the table's location (resolved already: no connection prefix).
+    :param above_write_id: the watermark: only folders with write ids above it count.
+    :param kinds: ``"delta"``, ``"delete_delta"`` or both.
+    :param partitions: only these partition paths (``k=v[/k2=v2]``); None lists them all.
+    :param poll_interval: seconds between looks.
+    :param acid_conn_id: the ``acid`` connection for storage credentials, fetched in the
+        triggerer.
     """
 
     def __init__(

@@ -46,6 +46,15 @@ class AcidDeltaEventTrigger(BaseEventTrigger):
     delete delta sharing its write id with an update's delta still counts once it appears. A
     look that fails (the table's location unreachable) is logged and retried at the next
     poll: a watcher never ends.
+
+    :param table_uri: the table's location.
+    :param kinds: ``"delta"``, ``"delete_delta"`` or both.
+    :param partitions: only these partition paths (``k=v[/k2=v2]``); None lists them all.
+    :param poll_interval: seconds between looks.
+    :param acid_conn_id: the ``acid`` connection for storage credentials, fetched in the
+        triggerer.
+    :param above_write_id: count every folder above this write id as new, those present at
+        start included (None: only folders that appear later).
     """
 
     def __init__(
@@ -128,6 +137,12 @@ class AcidMetastoreWriteEventTrigger(BaseEventTrigger):
     one look that commits later fires then (compared as
     :func:`~airflow_provider_acid.metastore.changes.committed_writes_since` compares a
     snapshot's list). A failed look is logged and retried at the next poll.
+
+    :param table: ``db.table`` in the metastore.
+    :param metastore_conn_id: the ``hive_metastore`` connection, fetched in the triggerer.
+    :param poll_interval: seconds between looks.
+    :param above_write_id: count every commit above this write id, those made before the
+        start included (None: only later commits).
     """
 
     def __init__(

@@ -28,6 +28,13 @@ class AcidMetastoreWriteTrigger(BaseTrigger):
     fetched here, in the triggerer (no password is serialised). Yields exactly one event:
     ``{"status": "success", "metastore", "table", "watermark", "write_ids", "valid_write_ids",
     ...}`` or ``{"status": "error", "message": "..."}``. Holds only primitive arguments.
+
+    :param table: ``db.table`` in the metastore.
+    :param metastore_conn_id: the ``hive_metastore`` connection, fetched in the triggerer.
+    :param above_write_id: the watermark write id (or give ``snapshot_write_ids``).
+    :param snapshot_write_ids: the write-id list of the last snapshot: writes committed since
+        count, those open then and committed later too.
+    :param poll_interval: seconds between looks.
     """
 
     def __init__(

@@ -209,8 +209,9 @@ def test_the_example_dag_is_scheduled_on_the_watched_asset(monkeypatch, tmp_path
         assert module.dag.get_task("what_changed").downstream_task_ids == {"manifest"}
     finally:
         sys.modules.pop("acid_snapshot_on_change", None)
-    # unconfigured, the file defines no DAG (a fresh triggerer watches nothing)
+    # unconfigured, the file's DAG is scheduled on nothing (a fresh triggerer watches nothing)
     monkeypatch.delenv("ACID_WATCH_TABLE_URI")
+    monkeypatch.delenv("ACID_WATCH_OUTPUT_URI")
     module = importlib.import_module("acid_snapshot_on_change")
     sys.modules.pop("acid_snapshot_on_change", None)
-    assert not hasattr(module, "dag")
+    assert module.dag.schedule is None and not hasattr(module, "changes")

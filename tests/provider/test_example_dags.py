@@ -98,6 +98,23 @@ def test_materialisation_dag_runs_end_to_end_and_reruns_idempotently(airflow_db,
     assert snapshot_rows(out) == expected(writer)
 
 
+def test_materialisation_dag_runs_without_a_logical_date(airflow_db, tmp_path):
+    """A run triggered with ``logical_date: null`` (the REST API, the UI's trigger form) has no
+    data interval: the sensor's watermark template must still render. Each mapped compaction
+    task is named by its slice key."""
+    writer = generate_demo_table(str(tmp_path / "table"), rows_per_bucket=200, seed=4)
+    out = tmp_path / "snapshots"
+    dag = load_dag("acid_snapshot_materialisation")
+    conf = {"table_uri": str(tmp_path / "table"), "output_uri": str(out), "predicate": ""}
+    run = dag.test(run_conf=conf, logical_date=None)
+    assert run.logical_date is None
+    assert run.state == "success", states(run)
+    assert snapshot_rows(out) == expected(writer)
+    names = {ti.rendered_map_index for ti in run.get_task_instances() if ti.task_id == "compact"}
+    assert names == set(xcom(run, "manifest")["slice_keys"])
+    assert len(names) == 8
+
+
 def test_on_demand_dag_on_the_nation_fixture(airflow_db, hive_table, tmp_path, monkeypatch):
     table = hive_table("nation")
     out = tmp_path / "out"

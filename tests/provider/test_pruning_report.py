@@ -215,3 +215,48 @@ def test_the_extra_link_points_at_the_report_served_by_the_api_server(report_run
         path.replace("/manifest", "/plan"), headers={"Authorization": f"Bearer {token}"}
     )
     assert elsewhere.status_code == 404  # only what a task recorded is served
+    # a small HTML page naming the task, not FastAPI's JSON
+    assert elsewhere.headers["content-type"].startswith("text/html")
+    assert "No pruning report" in elsewhere.text and "task plan of DAG" in elsewhere.text
+    assert len(elsewhere.content) < 2_000
+
+
+def test_a_failed_commit_shows_as_failed(airflow_db, tmp_path):
+    """The compacted files vanish before the commit: the commit fails, and the report says
+    so, with the commit's error, instead of "not yet committed"; a report whose commit never
+    ran is served, once its run failed, as failed before its commit."""
+    from dataclasses import replace
+
+    from airflow.sdk import DAG, task
+
+    from airflow_provider_acid.plugins.reports import read_report_page
+    from airflow_provider_acid.pruning.report import write_report
+
+    writer = generate_demo_table(str(tmp_path / "sales"), rows_per_bucket=100, seed=2)
+    out = tmp_path / "out"
+    with DAG(dag_id="acid_report_failed_commit", schedule=None) as dag:
+        tasks = acid_snapshot_tasks(table_uri=writer.path, output_uri=str(out))
+
+        @task
+        def lose_the_files() -> None:
+            for part in out.rglob("*.parquet"):
+                if not any(p.startswith("_") for p in part.relative_to(out).parts):
+                    part.unlink()
+
+        tasks.compact >> lose_the_files() >> tasks.commit
+    (tmp_path / "dags").mkdir()
+    run = register(dag, tmp_path / "dags").test()
+    assert run.state == "failed"
+    report_uri = xcom(run, "manifest")["report_uri"]
+    report = read_report(report_uri)
+    assert report.rows is None and report.snapshot_id is None
+    assert report.commit_error.startswith("CommitError: ") and ".parquet" in report.commit_error
+    page = Path(report_uri).read_text()
+    assert 'id="commit-failed"' in page and 'id="commit-pending"' not in page
+    assert read_report_page(run.dag_id, run.run_id, "manifest") == page
+
+    write_report(replace(report, commit_error=None), report_uri)  # as if the commit never ran
+    assert 'id="commit-pending"' in Path(report_uri).read_text()
+    served = read_report_page(run.dag_id, run.run_id, "manifest")
+    assert 'id="commit-failed"' in served and 'id="commit-pending"' not in served
+    assert f"the run {run.run_id} failed before its commit (failed tasks: commit)" in served

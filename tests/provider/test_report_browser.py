@@ -14,6 +14,7 @@ import shutil
 import struct
 import subprocess
 import tempfile
+import time
 import zlib
 from collections import defaultdict
 from html.parser import HTMLParser
@@ -24,6 +25,8 @@ from test_pruning_report import ReportRun, run_with_report
 
 from airflow_provider_acid.output import latest_snapshot
 from airflow_provider_acid.pruning.manifest_files import read_manifest
+from airflow_provider_acid.pruning.report import PruningReport, ReportSlice, write_report
+from airflow_provider_acid.pruning.report_page import MAX_SLICE_ROWS
 
 REPO = Path(__file__).resolve().parents[2]
 #: the flags a headless Chromium needs on this closed network (no sandbox: root in a container)
@@ -95,7 +98,7 @@ class Dom(HTMLParser):
             self.by_id[a["id"]] = a
         if tag == "table":
             self._table = a.get("id")
-        elif tag == "tr" and self._table and "data-partition" in a:
+        elif tag == "tr" and self._table and ("data-partition" in a or "data-step" in a):
             self.tables[self._table].append({})
         elif tag == "td" and self._table and self.tables[self._table]:
             self._cell = (a["data-field"], a["data-value"])
@@ -219,3 +222,96 @@ def test_chromium_renders_the_report_with_the_manifests_figures(chromium, report
     target = os.environ.get("ACID_REPORT_SCREENSHOT")
     if target:
         shutil.copyfile(shot, REPO / target)
+
+
+def large_report(partitions: int, buckets: int) -> PruningReport:
+    """A report of ``partitions x buckets`` slices: one bucket in four kept, the others pruned
+    by bucket or by statistics, with figures that differ slice by slice."""
+    slices = []
+    for p in range(partitions):
+        for b in range(buckets):
+            step = "kept" if b == p % buckets else ("bucket" if b % 2 else "statistics")
+            files = 1 + (p + b) % 3
+            size = 1000 * files + p
+            kept = step == "kept"
+            reason = "" if kept else ("id = 7" if step == "bucket" else "amount > 100")
+            slices.append(
+                ReportSlice(
+                    f"dt=2024-01-01/h={p:05d}",
+                    b,
+                    step,
+                    reason,
+                    files,
+                    files if kept else 0,
+                    files if kept else 0,
+                    size,
+                    size if kept else 0,
+                )
+            )
+    n_kept = sum(s.kept for s in slices)
+    metrics = {
+        "slices_total": len(slices),
+        "slices_kept": n_kept,
+        "files_total": sum(s.data_files for s in slices),
+        "files_candidate": sum(s.candidates for s in slices),
+        "bytes_total": sum(s.size for s in slices),
+        "bytes_kept": sum(s.bytes_kept for s in slices),
+        "skipping_ratio": 0.75,
+        "partitions_total": partitions,
+        "partitions_kept": partitions,
+    }
+    return PruningReport(
+        table="/data/sales",
+        table_name="sales.orders",
+        predicate="id = 7 AND amount > 100",
+        write_ids="sales.orders:9:9223372036854775807::",
+        created_at="2026-12-01T00:00:00+00:00",
+        manifest_uri="/out/_manifests/run.json",
+        metrics=metrics,
+        slices=tuple(slices),
+    )
+
+
+def test_a_report_of_10000_slices_is_capped_under_a_summary(chromium, tmp_path):
+    """10,000 slices: the slice table shows the first kept ones, a summary per verdict counts
+    them all, and the page stays small. The render time in Chromium is printed (beside a
+    16-slice page's, measured in the same run), not asserted."""
+    report = large_report(2_500, 4)
+    page = tmp_path / "large.html"
+    write_report(report, str(page))
+    size = page.stat().st_size
+    assert size < 800_000, size  # uncapped (every slice, partition and bar) it is 8.1 MB
+    dom = Dom()
+    started = time.perf_counter()
+    dom.feed(browse(chromium, "--dump-dom", page.as_uri()).stdout)
+    seconds = time.perf_counter() - started
+    slices = dom.tables["slices"]
+    assert len(slices) == MAX_SLICE_ROWS
+    kept = [s for s in report.slices if s.kept]
+    assert [(r["partition"][0], int(r["bucket"][0])) for r in slices] == [
+        (s.partition, s.bucket) for s in kept[:MAX_SLICE_ROWS]
+    ]
+    capped = dom.by_id["slices-capped"]
+    assert (capped["data-shown"], capped["data-total"]) == (str(MAX_SLICE_ROWS), "10000")
+    verdicts = {r["verdict"][0]: int(r["slices"][0]) for r in dom.tables["verdicts"]}
+    assert verdicts == {"kept": 2_500, "bucket": 3_750, "statistics": 3_750}
+    assert sum(verdicts.values()) == len(report.slices) == 10_000
+    files = {r["verdict"][0]: int(r["data_files"][0]) for r in dom.tables["verdicts"]}
+    for step, count in files.items():
+        assert count == sum(s.data_files for s in report.slices if s.step == step)
+    assert len(dom.tables["partitions"]) < 2_500 and "partitions-capped" in dom.by_id
+    # the page's data still holds every slice: the commit step reads it back whole
+    from airflow_provider_acid.pruning.report import read_report
+
+    assert read_report(str(page)).slices == report.slices
+
+    small = tmp_path / "small.html"
+    write_report(large_report(4, 4), str(small))
+    started = time.perf_counter()
+    browse(chromium, "--dump-dom", small.as_uri())
+    reference = time.perf_counter() - started
+    print(
+        f"\n10,000-slice report: {size:,} bytes, rendered by Chromium in {seconds:.2f} s "
+        f"(a 16-slice page: {small.stat().st_size:,} bytes, {reference:.2f} s; "
+        f"ratio {seconds / reference:.2f})"
+    )

@@ -1,0 +1,46 @@
+"""Read views that would make a snapshot silently wrong, refused with one line naming them.
+
+* A folder with no Hive ACID folder (``base_N``, ``delta_A_B``, ``delete_delta_A_B``) and no
+  file named as Hive names table files (``N_M``, ``N_M_copy_K``, ``bucket_N``): Hive would read
+  its files as "original" files, but a folder of Parquet or CSV files is not a Hive table.
+* A write-id list under which no file of the table is visible although the table has files:
+  the snapshot would be empty (the list is another table's, or older than the table's base).
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+from .names import parse_bucket_file, parse_original_file
+from .read_view import FileRole, TableReadView
+
+_ACID_ROLES = (FileRole.BASE, FileRole.DELTA, FileRole.DELETE_DELTA)
+
+
+class NotAnAcidTableError(ValueError):
+    """The location holds files, none of them laid out as a Hive table's."""
+
+
+class NothingVisibleError(ValueError):
+    """The write-id list sees none of the table's files."""
+
+
+def check_read_view(view: TableReadView, *, write_ids_given: bool) -> None:
+    """Raise when ``view`` would give a silently wrong snapshot (see the module's doc)."""
+    files = view.files
+    if files and not any(f.role in _ACID_ROLES for f in files) and not view.excluded:
+        names = [posixpath.basename(f.path) for f in files]
+        if not any(parse_original_file(n) or parse_bucket_file(n) for n in names):
+            raise NotAnAcidTableError(
+                f"{view.root} is not a Hive ACID table: it holds no base_N, delta_A_B or "
+                f"delete_delta_A_B folder and no Hive table file (N_M, bucket_N), only files "
+                f"such as {names[0]!r} ({len(names)} file(s))"
+            )
+    if write_ids_given and not files and view.excluded:
+        listed = view.write_ids
+        raise NothingVisibleError(
+            f"no file of {view.root} is visible under the write-id list {listed}: "
+            f"{len(view.excluded)} folder(s) or file(s) left out as "
+            f"{', '.join(sorted({e.reason.value for e in view.excluded}))}; is the list "
+            f"{listed.table!r}'s, and current?"
+        )
