@@ -64,6 +64,10 @@ class AcidPlanChangesOperator(BaseOperator):
     :param identity_snapshot_uri: the provider's snapshot folder at A with identity columns.
     :param valid_write_ids: the write-id list, storage-only.
     :param acid_conn_id: the ``acid`` connection for storage.
+
+    Templated fields: ``output_uri``, ``table_uri``, ``table``, ``metastore_conn_id``,
+    ``from_write_id``, ``start_snapshot_uri``, ``to_write_id``, ``key``, ``valid_write_ids``,
+    ``acid_conn_id``.
     """
 
     template_fields: Sequence[str] = (
@@ -173,6 +177,8 @@ class AcidChangesOperator(BaseOperator):
     :param feed_id: the plan's feed id.
     :param slice_key: the slice to compute.
     :param acid_conn_id: the ``acid`` connection for storage.
+
+    Templated fields: ``output_uri``, ``feed_id``, ``slice_key``, ``acid_conn_id``.
     """
 
     template_fields: Sequence[str] = ("output_uri", "feed_id", "slice_key", "acid_conn_id")
@@ -217,6 +223,8 @@ class AcidCommitChangesOperator(BaseOperator):
     :param feed_id: the plan's feed id.
     :param bucket_results: the mapped :class:`AcidChangesOperator`'s ``.output``.
     :param acid_conn_id: the ``acid`` connection for storage.
+
+    Templated fields: ``output_uri``, ``feed_id``, ``bucket_results``, ``acid_conn_id``.
     """
 
     template_fields: Sequence[str] = ("output_uri", "feed_id", "bucket_results", "acid_conn_id")
@@ -279,6 +287,8 @@ class AcidApplyChangesToIcebergOperator(BaseOperator):
     :param sink_options: the Iceberg sink's options (``catalog``, ``table``), as when published.
     :param key: the key to apply on (default: the feed's).
     :param acid_conn_id: the ``acid`` connection for storage.
+
+    Templated fields: ``feed``, ``snapshot_uri``, ``sink_options``, ``acid_conn_id``.
     """
 
     template_fields: Sequence[str] = ("feed", "snapshot_uri", "sink_options", "acid_conn_id")
