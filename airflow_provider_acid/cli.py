@@ -24,8 +24,8 @@ from .cli_arguments import (
     check_extras,
     check_out_folder,
     metastore_address,
+    print_warnings,
     source_of,
-    warn_left_out,
 )
 from .cli_pruning import add_index_and_manifest
 
@@ -226,7 +226,7 @@ def _compact(args: argparse.Namespace) -> int:
                 options=options,
                 progress=progress,
             )
-    warn_left_out(args, result.warnings)
+    print_warnings(args, result.warnings)
     publication = None
     if args.output_format != "parquet":
         from .output.sinks import publish_snapshot

@@ -51,16 +51,18 @@ def source_of(
     return source
 
 
-def warn_left_out(args: argparse.Namespace, warnings: Sequence[str]) -> None:
-    """What ``--ignore-unrecognised`` left out, on stderr (the output records it too).
+def print_warnings(args: argparse.Namespace, warnings: Sequence[str]) -> None:
+    """The warnings of a plan or manifest (what ``--ignore-unrecognised`` left out, a write-id
+    list of another table...), on stderr; the output records them too. The storage-only warning
+    is left out: :func:`source_of` printed it already.
 
     :param args: the parsed arguments.
-    :param warnings: the files left out, as warnings.
+    :param warnings: the plan's or manifest's warnings.
     """
-    from .acid.resolution import IGNORED_PREFIX
+    from .acid.source import STORAGE_ONLY_WARNING
 
     for warning in warnings:
-        if warning.startswith(IGNORED_PREFIX):
+        if warning != STORAGE_ONLY_WARNING:
             print(f"airflow-acid {args.command}: warning: {warning}", file=sys.stderr)
 
 

@@ -14,8 +14,8 @@ from .cli_arguments import (
     IGNORE_UNRECOGNISED_HELP,
     UsageError,
     add_table_arguments,
+    print_warnings,
     source_of,
-    warn_left_out,
 )
 
 
@@ -98,7 +98,7 @@ def _manifest(args: argparse.Namespace) -> int:
         bucketing=_bucketing_option(args),
     )
     path = write_manifest(manifest, args.out) if args.out else None
-    warn_left_out(args, manifest.warnings)
+    print_warnings(args, manifest.warnings)
     if args.json:
         print(
             json.dumps(

@@ -79,6 +79,23 @@ def test_a_write_id_list_seeing_no_file_is_refused(hive_table, tmp_path, capsys)
     assert not (out / "_snapshots").exists()
 
 
+@pytest.mark.parametrize("command", ["compact", "manifest"])
+def test_a_write_id_list_of_another_table_warns_by_location(command, hive_table, tmp_path, capsys):
+    table = hive_table("nation")  # its folder is named after the table, as Hive names it
+    out = ["--out", str(tmp_path / "out")] if command == "compact" else ["--where", "true"]
+    other = "default.orders:2:9223372036854775807::"
+    code, err = run_cli(capsys, command, str(table), *out, "--valid-write-ids", other, "-q")
+    assert code == 0
+    (line,) = [x for x in err.splitlines() if "write-id list is table" in x]
+    assert line == (
+        f"airflow-acid {command}: warning: the write-id list is table 'default.orders''s, but "
+        f"the folder read is 'nation' ({table}): check that the list is this table's"
+    )
+    own = "default.nation:2:9223372036854775807::"
+    code, err = run_cli(capsys, command, str(table), *out, "--valid-write-ids", own, "-q")
+    assert code == 0 and "write-id list is table" not in err
+
+
 def test_a_bucket_the_table_lacks_is_refused(hive_table, tmp_path, capsys):
     table = hive_table("nation")
     code, err = run_cli(

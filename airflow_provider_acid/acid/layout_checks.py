@@ -5,6 +5,9 @@
   its files as "original" files, but a folder of Parquet or CSV files is not a Hive table.
 * A write-id list under which no file of the table is visible although the table has files:
   the snapshot would be empty (the list is another table's, or older than the table's base).
+* Read by location, a write-id list of another table than the folder's name: a warning
+  (:func:`table_name_warning`; a folder may be named otherwise on purpose). Read by name, a list
+  of another table is refused before resolution (``metastore.WriteIdListMismatchError``).
 """
 
 from __future__ import annotations
@@ -26,7 +29,11 @@ class NothingVisibleError(ValueError):
 
 
 def check_read_view(view: TableReadView, *, write_ids_given: bool) -> None:
-    """Raise when ``view`` would give a silently wrong snapshot (see the module's doc)."""
+    """Raise when ``view`` would give a silently wrong snapshot (see the module's doc).
+
+    :param view: the resolved read view.
+    :param write_ids_given: whether the read has a write-id list (given, or the metastore's).
+    """
     files = view.files
     if files and not any(f.role in _ACID_ROLES for f in files) and not view.excluded:
         names = [posixpath.basename(f.path) for f in files]
@@ -44,3 +51,21 @@ def check_read_view(view: TableReadView, *, write_ids_given: bool) -> None:
             f"{', '.join(sorted({e.reason.value for e in view.excluded}))}; is the list "
             f"{listed.table!r}'s, and current?"
         )
+
+
+def table_name_warning(view: TableReadView) -> str | None:
+    """A warning when a table read by location has a write-id list whose table name is not the
+    folder's name (Hive names a table's folder after the table), else None.
+
+    :param view: the resolved read view.
+    """
+    listed = view.write_ids.table
+    if not listed or view.definition is not None:
+        return None
+    folder = posixpath.basename(str(view.root).rstrip("/"))
+    if folder.lower() == listed.rsplit(".", 1)[-1].lower():
+        return None
+    return (
+        f"the write-id list is table {listed!r}'s, but the folder read is {folder!r} "
+        f"({view.root}): check that the list is this table's"
+    )

@@ -18,7 +18,7 @@ from typing import Any
 from fsspec import AbstractFileSystem
 
 from ..acid.hive_types import HiveType
-from ..acid.layout_checks import check_read_view
+from ..acid.layout_checks import check_read_view, table_name_warning
 from ..acid.listing import location_uri, resolve_filesystem
 from ..acid.locations import check_outside_table
 from ..acid.partition_listing import partition_specs
@@ -270,8 +270,11 @@ def plan_for(
 
 
 def _warnings(snapshot: TableReadView) -> tuple[str, ...]:
-    warning = storage_only_warning(snapshot.write_ids, snapshot.definition)
-    return (warning,) if warning else ()
+    found = (
+        storage_only_warning(snapshot.write_ids, snapshot.definition),
+        table_name_warning(snapshot),
+    )
+    return tuple(w for w in found if w)
 
 
 def resolve_for_plan(

@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
-from ..acid.layout_checks import check_read_view
+from ..acid.layout_checks import check_read_view, table_name_warning
 from ..acid.listing import location_uri, resolve_filesystem
 from ..acid.locations import check_outside_table
 from ..acid.read_view import BucketSlice, DataFile, FileRole, PartitionReadView, TableReadView
@@ -347,9 +347,14 @@ def build_manifest(
         slices=tuple(kept),
         metrics=metrics,
         definition=snapshot.definition,
-        warnings=(warning,)
-        if (warning := storage_only_warning(snapshot.write_ids, snapshot.definition))
-        else (),
+        warnings=tuple(
+            w
+            for w in (
+                storage_only_warning(snapshot.write_ids, snapshot.definition),
+                table_name_warning(snapshot),
+            )
+            if w
+        ),
         verdicts=verdicts,
     )
 
