@@ -30,7 +30,7 @@ def _index(args: argparse.Namespace) -> int:
     scoped = resolve_partition_specs(source, args.partition, filesystem=fs)
     snapshot = scoped.snapshot
     index_uri = args.index or default_index_uri(args.out or f"{root.rstrip('/')}_acid")
-    from .acid.rows import table_columns
+    from .acid.table_columns import table_columns
 
     result = refresh_index(
         snapshot,

@@ -34,389 +34,51 @@ the GIL), so memory follows the stripe and batch size, not the file size.
 
 from __future__ import annotations
 
-import functools
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import Enum
-from typing import IO, Any
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.orc as pa_orc
-import pyarrow.parquet as pq
-import pyorc
 from fsspec import AbstractFileSystem
-from fsspec.implementations.local import LocalFileSystem
 
+from .data_file_open import (
+    ACID_COLUMNS,
+    AcidFormatError,
+    FileFormat,
+    OpenFile,
+    check_acid_version,
+    encode_bucket_v1,
+    is_bucket_codec_v1,
+    open_file,
+)
 from .evolution import EvolutionError, column_sources, convert
-from .hive_types import HiveType, HiveTypeError, hive_field, pad_char
+from .hive_types import HiveType, pad_char
 from .names import BaseDir, DeltaDir
-from .orc_timestamps import TRINO_WRITER, read_stripe
-from .ranged_reads import open_data_file
-from .read_view import BucketSlice, DataFile, FileRole, TableReadView
+from .read_view import BucketSlice, DataFile, FileRole
+from .table_columns import TableColumn, TableColumns, table_columns
 from .writeids import RangeValidity, ValidWriteIdList
 
-#: Top-level columns of an ACID event file, in order, as Hive 3 names them.
-ACID_COLUMNS = ("operation", "originalTransaction", "bucket", "rowId", "currentTransaction", "row")
-_ACID_LOWER = tuple(c.lower() for c in ACID_COLUMNS)
-_VERSION_KEY = "hive.acid.version"
+#: Names other modules import from here; they now live in :mod:`.data_file_open` and
+#: :mod:`.table_columns`.
+__all__ = [
+    "ACID_COLUMNS",
+    "AcidFormatError",
+    "DeleteBatch",
+    "FileFormat",
+    "RowBatch",
+    "SliceReader",
+    "TableColumn",
+    "TableColumns",
+    "encode_bucket_v1",
+    "is_bucket_codec_v1",
+    "table_columns",
+    "visible_writes",
+]
+
 _POSITIONAL = re.compile(r"^_col(\d+)$")
-#: ORC column id of ``bucket`` in an ACID event file (0 is the root struct).
-_BUCKET_COLUMN_ID = 3
 _INSERT = 0
 _DELETE = 2
-
-
-class AcidFormatError(ValueError):
-    """A file that cannot be read as Hive 3 table data (the message names the file)."""
-
-
-#: What the ORC and Parquet readers raise on a damaged file (pyorc raises RuntimeError on a
-#: bad compressed stream and IndexError on a footer with fewer columns than its type).
-_FORMAT_ERRORS = (
-    pa.ArrowException,
-    OSError,
-    ValueError,
-    RuntimeError,
-    IndexError,
-    KeyError,
-    EOFError,
-    pyorc.ParseError,
-    pyorc.ORCError,
-)
-
-
-class FileFormat(str, Enum):
-    ORC = "orc"
-    PARQUET = "parquet"
-
-
-def encode_bucket_v1(bucket_id: int, statement_id: int = 0) -> int:
-    """Hive's ``BucketCodec`` V1 value of a bucket: version 1 in bits 31-29, bucket in 27-16."""
-    return (1 << 29) | (bucket_id << 16) | statement_id
-
-
-# -- the table's columns ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TableColumn:
-    """One column of the table: its name and Hive type."""
-
-    name: str
-    hive_type: HiveType
-
-
-@dataclass(frozen=True)
-class TableColumns:
-    """The table's columns and where they were learnt (a file path or ``schema argument``)."""
-
-    columns: tuple[TableColumn, ...]
-    source: str
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(c.name for c in self.columns)
-
-    def arrow_fields(self, timestamp_unit: str = "us") -> list[pa.Field]:
-        """Arrow fields with the Hive type in each field's metadata."""
-        return [hive_field(c.name, c.hive_type, timestamp_unit) for c in self.columns]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "columns": [{"name": c.name, "hive_type": str(c.hive_type)} for c in self.columns],
-            "source": self.source,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> TableColumns:
-        """From :meth:`to_dict`, or from its ``columns`` list alone."""
-        if isinstance(data, Mapping):
-            columns, source = data["columns"], data["source"]
-        else:
-            columns, source = data, "stored settings"
-        return cls(
-            tuple(TableColumn(c["name"], HiveType.parse(c["hive_type"])) for c in columns), source
-        )
-
-    @classmethod
-    def from_schema(cls, schema: Any) -> TableColumns:
-        """From a user schema: a pyarrow Schema, ``(name, hive type)`` pairs, or a mapping."""
-        if isinstance(schema, pa.Schema):
-            pairs: Iterable[tuple[str, Any]] = [
-                (f.name, HiveType.from_arrow(f.type)) for f in schema
-            ]
-        elif isinstance(schema, Mapping):
-            pairs = schema.items()
-        else:
-            pairs = schema
-        try:
-            columns = tuple(TableColumn(name, HiveType.parse(t)) for name, t in pairs)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(
-                f"schema argument: expected a pyarrow Schema or (name, Hive type) pairs: {exc}"
-            ) from None
-        lowered = [c.name.lower() for c in columns]
-        if len(set(lowered)) != len(lowered):
-            raise ValueError(f"schema argument: duplicate column names in {list(lowered)}")
-        return cls(columns, "schema argument")
-
-
-def _newest_first(files: Iterable[DataFile]) -> list[DataFile]:
-    def key(f: DataFile) -> tuple[int, int, str]:
-        write = f.folder.max_write_id if f.folder is not None else -1
-        return (write, 0 if f.role is FileRole.DELETE_DELTA else 1, f.path)
-
-    return sorted(files, key=key, reverse=True)
-
-
-def table_columns(
-    snapshot: TableReadView, fs: AbstractFileSystem, schema: Any = None
-) -> TableColumns:
-    """The table's columns: from ``schema`` when given, else from the metastore's definition
-    when the table was read by name, else from the newest ACID file's ``row``
-    struct (delete deltas count, data files first), else from the newest plain file (always
-    from the newest file for an insert-only table)."""
-    if schema is not None:
-        return TableColumns.from_schema(schema)
-    if snapshot.definition is not None:
-        definition = snapshot.definition
-        return TableColumns(
-            tuple(TableColumn(n, HiveType.parse(t)) for n, t in definition.columns),
-            f"metastore {definition.metastore}, table {definition.name}",
-        )
-    fallback: TableColumns | None = None
-    for data_file in _newest_first(snapshot.files):
-        if fallback is not None and data_file.folder is None:
-            break  # only original files are left, and they are never ACID files
-        with fs.open(data_file.path, "rb") as handle:
-            described = _describe(handle, data_file.path)
-        if described is None:
-            continue
-        file_type, is_acid = described
-        if is_acid:
-            row = file_type.children[_ACID_LOWER.index("row")]
-            return TableColumns(_columns_of(row, data_file.path), data_file.path)
-        plain = TableColumns(_columns_of(file_type, data_file.path), data_file.path)
-        if snapshot.insert_only:
-            return plain
-        fallback = fallback or plain
-    return fallback or TableColumns((), "no data files")
-
-
-def _columns_of(struct: HiveType, path: str) -> tuple[TableColumn, ...]:
-    if struct.name != "struct":
-        raise AcidFormatError(f"{path}: row type {struct} is not a struct")
-    return tuple(TableColumn(n, t) for n, t in struct.fields)
-
-
-def _describe(handle: IO[bytes], path: str) -> tuple[HiveType, bool] | None:
-    """The file's type and whether it is an ACID event file; None for an empty file."""
-    magic = handle.read(4)
-    handle.seek(0)
-    try:
-        if magic == b"PAR1":
-            parquet = pq.ParquetFile(handle)
-            if parquet.metadata.num_rows == 0:
-                return None
-            return HiveType.from_arrow(pa.struct(list(parquet.schema_arrow))), False
-        reader = pyorc.Reader(handle)
-        if len(reader) == 0:
-            return None
-        file_type = HiveType.parse(str(reader.schema))
-    except (HiveTypeError, *_FORMAT_ERRORS) as exc:
-        raise AcidFormatError(f"{path}: not a readable ORC or Parquet data file ({exc})") from None
-    return file_type, _is_acid_names([n.lower() for n in file_type.field_names])
-
-
-def _is_acid_names(lowered: Sequence[str]) -> bool:
-    return tuple(lowered) == _ACID_LOWER
-
-
-# -- opening one file ------------------------------------------------------------------------
-
-
-@dataclass
-class _OpenFile:
-    """One opened data file: its reader, row count and the layout of its columns."""
-
-    data_file: DataFile
-    handle: IO[bytes]
-    format: FileFormat
-    rows: int
-    schema: pa.Schema
-    orc: pa_orc.ORCFile | None = None
-    parquet: pq.ParquetFile | None = None
-    #: For ACID files: the file's own names of the six top-level columns.
-    acid_names: tuple[str, ...] | None = None
-    metadata: dict[str, str] = field(default_factory=dict)
-    #: The Hive types of the row's columns as the file declares them (char/varchar kept).
-    row_hive_types: tuple[HiveType, ...] = ()
-    #: For ACID ORC files: the ``bucket`` column's minimum and maximum from the footer.
-    bucket_range: tuple[int, int] | None = None
-    #: Where the file was opened from (a stripe with timestamps outside pyarrow's nanosecond
-    #: range opens it again for pyorc, :mod:`.orc_timestamps`).
-    fs: AbstractFileSystem | None = None
-
-    @property
-    def path(self) -> str:
-        return self.data_file.path
-
-    @property
-    def is_acid(self) -> bool:
-        return self.acid_names is not None
-
-    @property
-    def row_type(self) -> pa.StructType | pa.Schema:
-        if self.acid_names is not None:
-            row = self.schema.field(self.acid_names[5]).type
-            if not pa.types.is_struct(row):
-                raise AcidFormatError(f"{self.path}: the ACID 'row' column is {row}, not a struct")
-            return row
-        return self.schema
-
-    def stripes(
-        self, columns: list[str] | None, batch_rows: int, timestamp_unit: str = "us"
-    ) -> Iterator[pa.RecordBatch]:
-        """The file's rows in record batches of at most ``batch_rows`` (one stripe at a time);
-        a damaged stripe or page is an :class:`AcidFormatError` naming the file. Timestamps
-        come as ``ns`` or, in a stripe holding some outside that range, ``timestamp_unit``."""
-        try:
-            if self.parquet is not None:
-                yield from self.parquet.iter_batches(batch_size=batch_rows, columns=columns)
-                return
-            assert self.orc is not None
-            for index in range(self.orc.nstripes):
-                stripe = read_stripe(
-                    self.orc, self._reopen, index, columns, timestamp_unit, self.trino_written
-                )
-                for start in range(0, stripe.num_rows, batch_rows):
-                    yield stripe.slice(start, batch_rows)
-        except _FORMAT_ERRORS as exc:
-            raise AcidFormatError(f"{self.path}: unreadable data ({exc})") from None
-
-    @property
-    def trino_written(self) -> bool:
-        """Whether Trino's ORC writer wrote the file (its footer's writer id)."""
-        return self.orc is not None and self.orc.writer == TRINO_WRITER
-
-    def _reopen(self) -> IO[bytes]:
-        assert self.fs is not None
-        return self.fs.open(self.path, "rb")
-
-
-#: A file's type string parsed once: a table's files share a handful of them.
-_parse_file_type = functools.lru_cache(maxsize=256)(HiveType.parse)
-
-
-def _orc_footer(handle: IO[bytes], path: str) -> tuple[HiveType, tuple[int, int] | None]:
-    """The file's Hive type and, for an ACID file, the ``bucket`` column's min and max."""
-    reader = pyorc.Reader(handle)
-    file_type = _parse_file_type(str(reader.schema))
-    bucket_range = None
-    if _is_acid_names([n.lower() for n in file_type.field_names]):
-        stats = reader[_BUCKET_COLUMN_ID].statistics
-        low, high = stats.get("minimum"), stats.get("maximum")
-        if low is not None and high is not None:
-            bucket_range = (int(low), int(high))
-    return file_type, bucket_range
-
-
-def _open(fs: AbstractFileSystem, data_file: DataFile) -> _OpenFile:
-    # on object stores the ranges it reads are fetched ahead, concurrently (ranged_reads)
-    handle = open_data_file(fs, data_file.path, data_file.file.size)
-    try:
-        magic = handle.read(4)
-        handle.seek(0)
-        if magic == b"PAR1":
-            parquet = pq.ParquetFile(handle)
-            opened = _OpenFile(
-                data_file,
-                handle,
-                FileFormat.PARQUET,
-                parquet.metadata.num_rows,
-                parquet.schema_arrow,
-                parquet=parquet,
-            )
-            opened.row_hive_types = tuple(HiveType.from_arrow(f.type) for f in opened.schema)
-        else:
-            file_type, bucket_range = _orc_footer(handle, data_file.path)
-            if isinstance(fs, LocalFileSystem):
-                # stripes read by pyarrow's own file, not through Python: the read does not
-                # hold the GIL (workers of one process read at once), and is faster
-                handle.close()
-                handle = pa.OSFile(data_file.path)
-            else:
-                handle.seek(0)
-            orc = pa_orc.ORCFile(handle)
-            metadata = {
-                k.decode(errors="replace").lower(): v.decode(errors="replace")
-                for k, v in (orc.metadata or {}).items()
-            }
-            opened = _OpenFile(
-                data_file, handle, FileFormat.ORC, orc.nrows, orc.schema, orc=orc, metadata=metadata
-            )
-            opened.bucket_range = bucket_range
-            opened.fs = fs
-            row = file_type
-            if _is_acid_names([n.lower() for n in file_type.field_names]):
-                row = file_type.children[5]
-            opened.row_hive_types = row.children if row.name == "struct" else ()
-    except FileNotFoundError:  # removed since it was opened (by pyarrow's own file above)
-        handle.close()
-        raise
-    except _FORMAT_ERRORS as exc:
-        handle.close()
-        raise AcidFormatError(
-            f"{data_file.path}: not a readable ORC or Parquet file ({exc})"
-        ) from None
-    names = opened.schema.names
-    if _is_acid_names([n.lower() for n in names]):
-        opened.acid_names = tuple(names)
-    return opened
-
-
-_HIVE2_MESSAGE = (
-    "written by Hive 2, which this reader does not support (run a major compaction in Hive 3 first)"
-)
-
-
-def is_bucket_codec_v1(value: int) -> bool:
-    """Whether a ``bucket`` field value is ``BucketCodec`` V1: bits 31-29 = 001 (Hive's
-    ``BucketCodec.determineVersion``); Hive 2 wrote plain bucket ids (version bits 000)."""
-    return (value & 0xFFFFFFFF) >> 29 == 1
-
-
-def _check_acid_version(opened: _OpenFile) -> None:
-    """Accept Hive 3 ACID files: by the footer's ``hive.acid.version``, else by the folder's
-    ``_orc_acid_version``, else by content: Hive 3.1's query-based compaction writes the full
-    ACID schema without the footer tag (IMPALA-10115), but Hive 3 always encodes ``bucket`` in
-    ``BucketCodec`` V1, which the column's footer minimum and maximum show."""
-    version = opened.metadata.get(_VERSION_KEY)
-    if version is None:
-        if opened.data_file.acid_version_marked:
-            return
-        bounds = opened.bucket_range
-        if bounds is not None and all(is_bucket_codec_v1(v) for v in bounds):
-            return
-        raise AcidFormatError(
-            f"{opened.path}: an ACID file without '{_VERSION_KEY}' in its footer, in a folder "
-            "without '_orc_acid_version', whose 'bucket' values are not BucketCodec V1: "
-            + _HIVE2_MESSAGE
-        )
-    try:
-        number = int(version.strip())
-    except ValueError:
-        raise AcidFormatError(
-            f"{opened.path}: '{_VERSION_KEY}' is {version!r}, not a number"
-        ) from None
-    if number < 2:
-        raise AcidFormatError(
-            f"{opened.path}: '{_VERSION_KEY}={number}': a Hive 2 ACID file, which this reader "
-            "does not support (run a major compaction in Hive 3 first)"
-        )
-
 
 # -- mapping a file's columns onto the table's -----------------------------------------------
 
@@ -432,9 +94,7 @@ class _ColumnMap:
     table_types: tuple[HiveType, ...]
 
 
-def _column_map(
-    opened: _OpenFile, columns: TableColumns, targets: Sequence[pa.Field]
-) -> _ColumnMap:
+def _column_map(opened: OpenFile, columns: TableColumns, targets: Sequence[pa.Field]) -> _ColumnMap:
     """Table columns onto the file's: ORC by position, Parquet by name (unless its columns are
     named ``_col0, _col1, ...``); see :mod:`.evolution`."""
     path = opened.path
@@ -557,7 +217,11 @@ def _fully_valid(data_file: DataFile, write_ids: ValidWriteIdList) -> bool:
 
 
 def visible_writes(current: pa.Array, write_ids: ValidWriteIdList) -> pa.Array:
-    """A mask of the rows whose write (``currentTransaction``) the list shows as committed."""
+    """A mask of the rows whose write (``currentTransaction``) the list shows as committed.
+
+    :param current: each row's write (``currentTransaction``).
+    :param write_ids: the write-id list of the read.
+    """
     mask = pc.less_equal(current, pa.scalar(write_ids.high_watermark, pa.int64()))
     exceptions = write_ids.open_ids + write_ids.aborted_ids
     if exceptions:
@@ -610,7 +274,7 @@ class SliceReader:
         """Every data row of the slice (originals, base, deltas in Hive's order), batch by batch."""
         offsets: dict[str, int] = {}  # synthetic row ids continue per folder (or partition root)
         for data_file in self.slice.data_files:
-            opened = _open(self.fs, data_file)
+            opened = open_file(self.fs, data_file)
             try:
                 self.rows_in_files += opened.rows
                 if opened.rows == 0:
@@ -633,8 +297,8 @@ class SliceReader:
             finally:
                 opened.handle.close()
 
-    def _acid_rows(self, opened: _OpenFile) -> Iterator[RowBatch]:
-        _check_acid_version(opened)
+    def _acid_rows(self, opened: OpenFile) -> Iterator[RowBatch]:
+        check_acid_version(opened)
         names = opened.acid_names
         assert names is not None
         op, otx, bucket, row_id, ctx, row = names
@@ -668,7 +332,7 @@ class SliceReader:
             )
         return produced
 
-    def _plain_rows(self, opened: _OpenFile, first_row_id: int) -> Iterator[RowBatch]:
+    def _plain_rows(self, opened: OpenFile, first_row_id: int) -> Iterator[RowBatch]:
         data_file = opened.data_file
         if data_file.role is FileRole.DELETE_DELTA:
             raise AcidFormatError(f"{opened.path}: a plain (non-ACID) file in a delete delta")
@@ -714,7 +378,7 @@ class SliceReader:
         """The delete events of the slice's delete deltas, minus those of invalid writes;
         ``with_current`` keeps each event's deleting write (``currentTransaction``) too."""
         for data_file in self.slice.delete_delta_files:
-            opened = _open(self.fs, data_file)
+            opened = open_file(self.fs, data_file)
             try:
                 if opened.rows == 0:
                     continue
@@ -722,7 +386,7 @@ class SliceReader:
                     raise AcidFormatError(
                         f"{opened.path}: a plain (non-ACID) file in a delete delta"
                     )
-                _check_acid_version(opened)
+                check_acid_version(opened)
                 assert opened.acid_names is not None
                 op, otx, bucket, row_id, ctx, _ = opened.acid_names
                 check_validity = not _fully_valid(data_file, self.write_ids)

@@ -10,8 +10,8 @@ from fsspec import AbstractFileSystem
 
 from .hive_types import HiveType, hive_field, infer_partition_type
 from .read_view import TableReadView
-from .rows import table_columns
 from .source import TableDefinition
+from .table_columns import table_columns
 
 
 def partition_columns(

@@ -25,7 +25,8 @@ from fsspec import AbstractFileSystem
 
 from ..acid.listing import resolve_filesystem
 from ..acid.read_view import BucketSlice
-from ..acid.rows import SliceReader, TableColumns
+from ..acid.rows import SliceReader
+from ..acid.table_columns import TableColumns
 from ..acid.writeids import ValidWriteIdList, parse_write_id_list
 from ..output.parquet_files import IDENTITY_COLUMNS
 from ..output.protocol import committed_snapshots

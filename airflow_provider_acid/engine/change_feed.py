@@ -40,9 +40,9 @@ from ..acid.listing import location_uri, resolve_filesystem
 from ..acid.locations import check_outside_table
 from ..acid.read_view import BucketSlice, TableReadView
 from ..acid.resolution import check_placed, resolve_read_view
-from ..acid.rows import TableColumns, table_columns
 from ..acid.schema import partition_columns
 from ..acid.source import ReadArguments, TableSource
+from ..acid.table_columns import TableColumns, table_columns
 from ..acid.writeids import NO_OPEN_ID, ValidWriteIdList
 from ..output.parquet_files import BucketFileWriter, output_schema
 from ..output.protocol import (

@@ -33,7 +33,8 @@ from fsspec import AbstractFileSystem
 
 from ..acid.names import BaseDir, DeltaDir
 from ..acid.read_view import BucketSlice, DataFile
-from ..acid.rows import DeleteBatch, SliceReader, TableColumns
+from ..acid.rows import DeleteBatch, SliceReader
+from ..acid.table_columns import TableColumns
 from ..acid.writeids import ValidWriteIdList
 from .delete_keys import DeleteKeySet
 

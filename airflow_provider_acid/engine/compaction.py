@@ -26,8 +26,9 @@ from fsspec import AbstractFileSystem
 from ..acid.hive_types import HiveType, partition_scalar
 from ..acid.listing import location_uri, resolve_filesystem
 from ..acid.read_view import BucketSlice, TableReadView
-from ..acid.rows import SliceReader, TableColumns
+from ..acid.rows import SliceReader
 from ..acid.source import TableDefinition, TableSource
+from ..acid.table_columns import TableColumns
 from ..acid.writeids import ValidTxnList, ValidWriteIdList
 from ..output.parquet_files import (
     BucketFileWriter,

@@ -24,9 +24,9 @@ from ..acid.locations import check_outside_table
 from ..acid.partition_listing import partition_specs
 from ..acid.read_view import BucketSlice, TableReadView
 from ..acid.resolution import check_placed, resolve_read_view
-from ..acid.rows import TableColumns, table_columns
 from ..acid.schema import partition_columns
 from ..acid.source import TableSource, storage_only_warning
+from ..acid.table_columns import TableColumns, table_columns
 from ..acid.writeids import RangeValidity, ValidTxnList, ValidWriteIdList, parse_write_id_list
 from ..output.parquet_files import (
     IDENTITY_COLUMNS,

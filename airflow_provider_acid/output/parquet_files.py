@@ -35,13 +35,13 @@ from fsspec import AbstractFileSystem
 from fsspec.spec import AbstractBufferedFile
 
 from ..acid.hive_types import hive_field
-from ..acid.rows import TableColumns
 from ..acid.storage import (
     open_temporary,
     remove_temporaries,
     renames_atomically,
     temporary_path,
 )
+from ..acid.table_columns import TableColumns
 from .records import OutputFile, data_file_name
 
 #: Names of the identity columns written with ``include_identity``.

@@ -30,7 +30,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..acid.rows import ACID_COLUMNS
+from ..acid.data_file_open import ACID_COLUMNS
 from .footers import FileTail, FooterError, TailFile, read_tail
 
 __all__ = [

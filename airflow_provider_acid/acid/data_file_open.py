@@ -1,0 +1,281 @@
+"""Opening one data file of a Hive 3 table: its format, reader, row count and column layout.
+
+A file is an ACID event file when its top-level columns are ``operation, originalTransaction,
+bucket, rowId, currentTransaction, row`` (matched case-insensitively: query-based compaction
+writes lower case), else a plain file. An ACID file is accepted as Hive 3's when its footer says
+``hive.acid.version`` 2 or more, when it sits in a folder holding ``_orc_acid_version``, or,
+lacking both (Hive 3.1's query-based compaction, IMPALA-10115), when the ``bucket`` column's
+minimum and maximum in the footer are ``BucketCodec`` V1 values (bits 31-29 = 001, Hive's
+``BucketCodec.determineVersion``). Files with plain bucket ids (Hive 2) are refused.
+
+Stripes are read through fsspec file objects (a local ORC file's through pyarrow's own file,
+which reads without the GIL); see :mod:`.rows` for reading the rows of a bucket slice.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import IO
+
+import pyarrow as pa
+import pyarrow.orc as pa_orc
+import pyarrow.parquet as pq
+import pyorc
+from fsspec import AbstractFileSystem
+from fsspec.implementations.local import LocalFileSystem
+
+from .hive_types import HiveType
+from .orc_timestamps import TRINO_WRITER, read_stripe
+from .ranged_reads import open_data_file
+from .read_view import DataFile
+
+#: Top-level columns of an ACID event file, in order, as Hive 3 names them.
+ACID_COLUMNS = ("operation", "originalTransaction", "bucket", "rowId", "currentTransaction", "row")
+_ACID_LOWER = tuple(c.lower() for c in ACID_COLUMNS)
+_VERSION_KEY = "hive.acid.version"
+#: ORC column id of ``bucket`` in an ACID event file (0 is the root struct).
+_BUCKET_COLUMN_ID = 3
+
+
+class AcidFormatError(ValueError):
+    """A file that cannot be read as Hive 3 table data (the message names the file)."""
+
+
+#: What the ORC and Parquet readers raise on a damaged file (pyorc raises RuntimeError on a
+#: bad compressed stream and IndexError on a footer with fewer columns than its type).
+FORMAT_ERRORS = (
+    pa.ArrowException,
+    OSError,
+    ValueError,
+    RuntimeError,
+    IndexError,
+    KeyError,
+    EOFError,
+    pyorc.ParseError,
+    pyorc.ORCError,
+)
+
+
+class FileFormat(str, Enum):
+    """A data file's format, told by its first bytes."""
+
+    ORC = "orc"
+    PARQUET = "parquet"
+
+
+def encode_bucket_v1(bucket_id: int, statement_id: int = 0) -> int:
+    """Hive's ``BucketCodec`` V1 value of a bucket: version 1 in bits 31-29, bucket in 27-16.
+
+    :param bucket_id: the bucket number (from the file name).
+    :param statement_id: the statement id within the write (bits 11-0).
+    """
+    return (1 << 29) | (bucket_id << 16) | statement_id
+
+
+def is_acid_names(lowered: Sequence[str]) -> bool:
+    """Whether a file's top-level column names are an ACID event file's.
+
+    :param lowered: the file's top-level column names, in lower case.
+    """
+    return tuple(lowered) == _ACID_LOWER
+
+
+@dataclass
+class OpenFile:
+    """One opened data file: its reader, row count and the layout of its columns."""
+
+    data_file: DataFile
+    handle: IO[bytes]
+    format: FileFormat
+    rows: int
+    schema: pa.Schema
+    orc: pa_orc.ORCFile | None = None
+    parquet: pq.ParquetFile | None = None
+    #: For ACID files: the file's own names of the six top-level columns.
+    acid_names: tuple[str, ...] | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    #: The Hive types of the row's columns as the file declares them (char/varchar kept).
+    row_hive_types: tuple[HiveType, ...] = ()
+    #: For ACID ORC files: the ``bucket`` column's minimum and maximum from the footer.
+    bucket_range: tuple[int, int] | None = None
+    #: Where the file was opened from (a stripe with timestamps outside pyarrow's nanosecond
+    #: range opens it again for pyorc, :mod:`.orc_timestamps`).
+    fs: AbstractFileSystem | None = None
+
+    @property
+    def path(self) -> str:
+        return self.data_file.path
+
+    @property
+    def is_acid(self) -> bool:
+        return self.acid_names is not None
+
+    @property
+    def row_type(self) -> pa.StructType | pa.Schema:
+        if self.acid_names is not None:
+            row = self.schema.field(self.acid_names[5]).type
+            if not pa.types.is_struct(row):
+                raise AcidFormatError(f"{self.path}: the ACID 'row' column is {row}, not a struct")
+            return row
+        return self.schema
+
+    def stripes(
+        self, columns: list[str] | None, batch_rows: int, timestamp_unit: str = "us"
+    ) -> Iterator[pa.RecordBatch]:
+        """The file's rows in record batches of at most ``batch_rows`` (one stripe at a time);
+        a damaged stripe or page is an :class:`AcidFormatError` naming the file. Timestamps
+        come as ``ns`` or, in a stripe holding some outside that range, ``timestamp_unit``.
+
+        :param columns: the top-level columns to read; None reads all.
+        :param batch_rows: the most rows in one batch.
+        :param timestamp_unit: the unit of a stripe's timestamps outside the ``ns`` range.
+        """
+        try:
+            if self.parquet is not None:
+                yield from self.parquet.iter_batches(batch_size=batch_rows, columns=columns)
+                return
+            assert self.orc is not None
+            for index in range(self.orc.nstripes):
+                stripe = read_stripe(
+                    self.orc, self._reopen, index, columns, timestamp_unit, self.trino_written
+                )
+                for start in range(0, stripe.num_rows, batch_rows):
+                    yield stripe.slice(start, batch_rows)
+        except FORMAT_ERRORS as exc:
+            raise AcidFormatError(f"{self.path}: unreadable data ({exc})") from None
+
+    @property
+    def trino_written(self) -> bool:
+        """Whether Trino's ORC writer wrote the file (its footer's writer id)."""
+        return self.orc is not None and self.orc.writer == TRINO_WRITER
+
+    def _reopen(self) -> IO[bytes]:
+        assert self.fs is not None
+        return self.fs.open(self.path, "rb")
+
+
+#: A file's type string parsed once: a table's files share a handful of them.
+_parse_file_type = functools.lru_cache(maxsize=256)(HiveType.parse)
+
+
+def _orc_footer(handle: IO[bytes], path: str) -> tuple[HiveType, tuple[int, int] | None]:
+    """The file's Hive type and, for an ACID file, the ``bucket`` column's min and max."""
+    reader = pyorc.Reader(handle)
+    file_type = _parse_file_type(str(reader.schema))
+    bucket_range = None
+    if is_acid_names([n.lower() for n in file_type.field_names]):
+        stats = reader[_BUCKET_COLUMN_ID].statistics
+        low, high = stats.get("minimum"), stats.get("maximum")
+        if low is not None and high is not None:
+            bucket_range = (int(low), int(high))
+    return file_type, bucket_range
+
+
+def open_file(fs: AbstractFileSystem, data_file: DataFile) -> OpenFile:
+    """Open one data file (ORC or Parquet) and read its footer; a damaged file is an
+    :class:`AcidFormatError` naming it. The caller closes the returned file's ``handle``.
+
+    :param fs: the filesystem the file is on.
+    :param data_file: the file to open.
+    """
+    # on object stores the ranges it reads are fetched ahead, concurrently (ranged_reads)
+    handle = open_data_file(fs, data_file.path, data_file.file.size)
+    try:
+        magic = handle.read(4)
+        handle.seek(0)
+        if magic == b"PAR1":
+            parquet = pq.ParquetFile(handle)
+            opened = OpenFile(
+                data_file,
+                handle,
+                FileFormat.PARQUET,
+                parquet.metadata.num_rows,
+                parquet.schema_arrow,
+                parquet=parquet,
+            )
+            opened.row_hive_types = tuple(HiveType.from_arrow(f.type) for f in opened.schema)
+        else:
+            file_type, bucket_range = _orc_footer(handle, data_file.path)
+            if isinstance(fs, LocalFileSystem):
+                # stripes read by pyarrow's own file, not through Python: the read does not
+                # hold the GIL (workers of one process read at once), and is faster
+                handle.close()
+                handle = pa.OSFile(data_file.path)
+            else:
+                handle.seek(0)
+            orc = pa_orc.ORCFile(handle)
+            metadata = {
+                k.decode(errors="replace").lower(): v.decode(errors="replace")
+                for k, v in (orc.metadata or {}).items()
+            }
+            opened = OpenFile(
+                data_file, handle, FileFormat.ORC, orc.nrows, orc.schema, orc=orc, metadata=metadata
+            )
+            opened.bucket_range = bucket_range
+            opened.fs = fs
+            row = file_type
+            if is_acid_names([n.lower() for n in file_type.field_names]):
+                row = file_type.children[5]
+            opened.row_hive_types = row.children if row.name == "struct" else ()
+    except FileNotFoundError:  # removed since it was opened (by pyarrow's own file above)
+        handle.close()
+        raise
+    except FORMAT_ERRORS as exc:
+        handle.close()
+        raise AcidFormatError(
+            f"{data_file.path}: not a readable ORC or Parquet file ({exc})"
+        ) from None
+    names = opened.schema.names
+    if is_acid_names([n.lower() for n in names]):
+        opened.acid_names = tuple(names)
+    return opened
+
+
+_HIVE2_MESSAGE = (
+    "written by Hive 2, which this reader does not support (run a major compaction in Hive 3 first)"
+)
+
+
+def is_bucket_codec_v1(value: int) -> bool:
+    """Whether a ``bucket`` field value is ``BucketCodec`` V1: bits 31-29 = 001 (Hive's
+    ``BucketCodec.determineVersion``); Hive 2 wrote plain bucket ids (version bits 000).
+
+    :param value: a ``bucket`` field value.
+    """
+    return (value & 0xFFFFFFFF) >> 29 == 1
+
+
+def check_acid_version(opened: OpenFile) -> None:
+    """Accept Hive 3 ACID files: by the footer's ``hive.acid.version``, else by the folder's
+    ``_orc_acid_version``, else by content: Hive 3.1's query-based compaction writes the full
+    ACID schema without the footer tag (IMPALA-10115), but Hive 3 always encodes ``bucket`` in
+    ``BucketCodec`` V1, which the column's footer minimum and maximum show.
+
+    :param opened: an opened ACID event file.
+    """
+    version = opened.metadata.get(_VERSION_KEY)
+    if version is None:
+        if opened.data_file.acid_version_marked:
+            return
+        bounds = opened.bucket_range
+        if bounds is not None and all(is_bucket_codec_v1(v) for v in bounds):
+            return
+        raise AcidFormatError(
+            f"{opened.path}: an ACID file without '{_VERSION_KEY}' in its footer, in a folder "
+            "without '_orc_acid_version', whose 'bucket' values are not BucketCodec V1: "
+            + _HIVE2_MESSAGE
+        )
+    try:
+        number = int(version.strip())
+    except ValueError:
+        raise AcidFormatError(
+            f"{opened.path}: '{_VERSION_KEY}' is {version!r}, not a number"
+        ) from None
+    if number < 2:
+        raise AcidFormatError(
+            f"{opened.path}: '{_VERSION_KEY}={number}': a Hive 2 ACID file, which this reader "
+            "does not support (run a major compaction in Hive 3 first)"
+        )
