@@ -3,8 +3,10 @@
 * A folder with no Hive ACID folder (``base_N``, ``delta_A_B``, ``delete_delta_A_B``) and no
   file named as Hive names table files (``N_M``, ``N_M_copy_K``, ``bucket_N``): Hive would read
   its files as "original" files, but a folder of Parquet or CSV files is not a Hive table.
-* A write-id list under which no file of the table is visible although the table has files:
-  the snapshot would be empty (the list is another table's, or older than the table's base).
+* A write-id list under which no file of the table is visible although the table has files: a
+  warning (:func:`nothing_visible_warning`). The snapshot is empty, which is right when every
+  write so far is open or aborted, and wrong when the list is another table's or older than
+  the table's base.
 * Read by location, a write-id list of another table than the folder's name: a warning
   (:func:`table_name_warning`; a folder may be named otherwise on purpose). Read by name, a list
   of another table is refused before resolution (``metastore.WriteIdListMismatchError``).
@@ -24,15 +26,10 @@ class NotAnAcidTableError(ValueError):
     """The location holds files, none of them laid out as a Hive table's."""
 
 
-class NothingVisibleError(ValueError):
-    """The write-id list sees none of the table's files."""
-
-
-def check_read_view(view: TableReadView, *, write_ids_given: bool) -> None:
-    """Raise when ``view`` would give a silently wrong snapshot (see the module's doc).
+def check_read_view(view: TableReadView) -> None:
+    """Raise when ``view`` is no Hive table at all (see the module's doc).
 
     :param view: the resolved read view.
-    :param write_ids_given: whether the read has a write-id list (given, or the metastore's).
     """
     files = view.files
     if files and not any(f.role in _ACID_ROLES for f in files) and not view.excluded:
@@ -43,14 +40,30 @@ def check_read_view(view: TableReadView, *, write_ids_given: bool) -> None:
                 f"delete_delta_A_B folder and no Hive table file (N_M, bucket_N), only files "
                 f"such as {names[0]!r} ({len(names)} file(s))"
             )
-    if write_ids_given and not files and view.excluded:
-        listed = view.write_ids
-        raise NothingVisibleError(
-            f"no file of {view.root} is visible under the write-id list {listed}: "
-            f"{len(view.excluded)} folder(s) or file(s) left out as "
-            f"{', '.join(sorted({e.reason.value for e in view.excluded}))}; is the list "
-            f"{listed.table!r}'s, and current?"
-        )
+
+
+def read_view_warnings(view: TableReadView) -> tuple[str, ...]:
+    """The warnings of this module's checks that apply to ``view``, for a plan or a manifest.
+
+    :param view: the resolved read view.
+    """
+    found = (nothing_visible_warning(view), table_name_warning(view))
+    return tuple(w for w in found if w)
+
+
+def nothing_visible_warning(view: TableReadView) -> str | None:
+    """A warning when the read view's write-id list sees none of the table's files, else None.
+
+    :param view: the resolved read view.
+    """
+    if view.files or not view.excluded or view.write_ids.is_all_committed:
+        return None
+    reasons = ", ".join(sorted({e.reason.value for e in view.excluded}))
+    return (
+        f"no file of {view.root} is visible under the write-id list {view.write_ids}: "
+        f"{len(view.excluded)} folder(s) or file(s) left out as {reasons}, so the snapshot is "
+        f"empty; is the list {view.write_ids.table!r}'s, and current?"
+    )
 
 
 def table_name_warning(view: TableReadView) -> str | None:

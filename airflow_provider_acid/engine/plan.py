@@ -18,7 +18,7 @@ from typing import Any
 from fsspec import AbstractFileSystem
 
 from ..acid.hive_types import HiveType
-from ..acid.layout_checks import check_read_view, table_name_warning
+from ..acid.layout_checks import check_read_view, read_view_warnings
 from ..acid.listing import location_uri, resolve_filesystem
 from ..acid.locations import check_outside_table
 from ..acid.partition_listing import partition_specs
@@ -270,11 +270,8 @@ def plan_for(
 
 
 def _warnings(snapshot: TableReadView) -> tuple[str, ...]:
-    found = (
-        storage_only_warning(snapshot.write_ids, snapshot.definition),
-        table_name_warning(snapshot),
-    )
-    return tuple(w for w in found if w)
+    warning = storage_only_warning(snapshot.write_ids, snapshot.definition)
+    return ((warning,) if warning else ()) + read_view_warnings(snapshot)
 
 
 def resolve_for_plan(
@@ -333,18 +330,11 @@ def resolve_for_plan(
             from ..pruning.partition_pruning import partition_types_of
 
             types = partition_types_of(scoped.listing.partitions)
-        check_read_view(scoped.snapshot, write_ids_given=_write_ids_given(table_uri, write_ids))
+        check_read_view(scoped.snapshot)
         return scoped.snapshot, fs, types
     snapshot = resolve_read_view(table_uri, write_ids, txns, insert_only=insert_only, filesystem=fs)
-    check_read_view(snapshot, write_ids_given=_write_ids_given(table_uri, write_ids))
+    check_read_view(snapshot)
     return snapshot, fs, {}
-
-
-def _write_ids_given(table_uri: str | TableSource, write_ids: Any) -> bool:
-    """The read has a write-id list (given, or the source's: the metastore's or the user's)."""
-    if write_ids is not None:
-        return True
-    return isinstance(table_uri, TableSource) and table_uri.write_ids is not None
 
 
 def with_partition_types(options: CompactionOptions, types: Mapping[str, str]) -> CompactionOptions:

@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
-from ..acid.layout_checks import check_read_view, table_name_warning
+from ..acid.layout_checks import check_read_view, read_view_warnings
 from ..acid.listing import location_uri, resolve_filesystem
 from ..acid.locations import check_outside_table
 from ..acid.read_view import BucketSlice, DataFile, FileRole, PartitionReadView, TableReadView
@@ -347,14 +347,12 @@ def build_manifest(
         slices=tuple(kept),
         metrics=metrics,
         definition=snapshot.definition,
-        warnings=tuple(
-            w
-            for w in (
-                storage_only_warning(snapshot.write_ids, snapshot.definition),
-                table_name_warning(snapshot),
-            )
-            if w
-        ),
+        warnings=(
+            (warning,)
+            if (warning := storage_only_warning(snapshot.write_ids, snapshot.definition))
+            else ()
+        )
+        + read_view_warnings(snapshot),
         verdicts=verdicts,
     )
 
@@ -455,8 +453,7 @@ def compute_manifest(
         scoped=not (refresh and index_uri),
     )
     snapshot, bound_schema, bound = resolved.snapshot, resolved.schema, resolved.bound
-    listed = getattr(table_uri, "write_ids", None) if isinstance(table_uri, TableSource) else None
-    check_read_view(snapshot, write_ids_given=write_ids is not None or listed is not None)
+    check_read_view(snapshot)
     ignored = check_placed(snapshot, ignore_unrecognised=ignore_unrecognised)
     # the index's names, by position: the table's columns, which the bound schema starts with
     names = bound_schema.names[: len(bound_schema.names) - len(snapshot.partition_keys())]

@@ -108,6 +108,7 @@ def test_the_acid_metastore_connection_works_against_the_real_metastore(monkeypa
     assert address.auth == "GSSAPI" and address.server_principal == "hive/_HOST@R"
     assert (address.kerberos.principal, address.kerberos.keytab) == ("a@R", "/k/a.keytab")
     assert address.kerberos_principal_host == "lb.example.com"
-    assert "extra__hive_metastore__kerberos_keytab" in manager.connection_form_widgets
+    # the provider's own type carries the Kerberos fields (hive_metastore is apache-hive's here)
+    assert "extra__acid_metastore__kerberos_keytab" in manager.connection_form_widgets
     with pytest.raises(ValueError, match="not supported"):
         _ = MetastoreAddress.parse(metastore_uri, auth="DIGEST-MD5")
