@@ -1,5 +1,6 @@
-"""What the scripts that run a server in the background share (metastore.py, trino.py): a free
-port on 127.0.0.1, whether a process still uses a folder, and stopping a server's process group."""
+"""What the scripts that run a server in the background share (metastore.py, trino.py, kdc.py,
+s3.py, hdfs.py): a free port on 127.0.0.1, whether a process still uses a folder, and stopping a
+server's process group."""
 
 from __future__ import annotations
 

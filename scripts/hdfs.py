@@ -24,7 +24,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/: loaded by path too
 from _maven import locked, log, maven, run_package, tail  # noqa: E402
+from _servers import free_port  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 POM = REPO / "scripts" / "hdfs" / "pom.xml"
@@ -78,12 +78,6 @@ def fetch() -> Path:
             if old != root:
                 shutil.rmtree(old, ignore_errors=True)
     return root / "lib"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 def read_state(home: Path) -> dict | None:

@@ -32,7 +32,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -43,6 +42,9 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_HOME = REPO / ".cache" / "kdc" / "run"
 REALM = "ACID.TEST"
 HOST = "127.0.0.1"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/: loaded by path too
+from _servers import free_port  # noqa: E402
+
 STATE = "state.json"
 #: principal -> keytab file (in the home)
 PRINCIPALS = {
@@ -128,12 +130,6 @@ def environment(home: Path) -> dict[str, str]:
         KRB5_KDC_PROFILE=str(home / "kdc.conf"),
         KRB5CCNAME=f"FILE:{home}/ccache-default",
     )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 def read_state(home: Path) -> dict | None:

@@ -25,7 +25,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -35,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _maven import REPO, locked, log, maven, tail  # noqa: E402
+from _servers import free_port  # noqa: E402
 
 VERSION = "4.1.0"
 ARTIFACT = f"org.gaul:s3proxy:{VERSION}:jar:jar-with-dependencies"
@@ -81,12 +81,6 @@ def java_bin() -> str:
     if found is None:
         raise SystemExit("s3: no Java 17+ found (set S3PROXY_JAVA)")
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def answers(endpoint: str, timeout: float = 2.0) -> bool:
