@@ -8,7 +8,8 @@ Trino's SELECT at A) gives exactly Trino's SELECT at B, as multisets of every co
 of a key shows as an update_preimage/update_postimage pair holding the values Trino had before
 and after (also one moving the row to another partition of the partitioned table: paired
 across slices before the commit); MERGE's update branch likewise, its insert branch as
-inserts, its delete branch as deletes. The CLI (``airflow-acid changes --key id --json``) is run once and agrees.
+inserts, its delete branch as deletes. The CLI (``airflow-acid changes --key id --json``) is
+run once and agrees.
 """
 
 from __future__ import annotations
