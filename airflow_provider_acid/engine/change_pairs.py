@@ -11,7 +11,8 @@ bucket file of an unbucketed table. :func:`pair_across_slices` finds them before
 2. every change of those keys and writes, in any slice;
 3. a key and write with exactly one delete and one insert in the whole feed (the rule a slice
    applies to its own changes) is an update: the two files holding them are written again with
-   the two rows relabelled, under the next free file numbers of their slices. The originals
+   the two rows relabelled, whole (``acid.storage.write_whole``: a hidden temporary renamed
+   into place, or one PUT), under the next free file numbers of their slices. The originals
    stay until the commit removes them as unreferenced, so a retried commit pairs the same way.
 
 Nothing else changes: values, identities, ``_commit_write_id`` and ``_change_ordinal`` stay,
@@ -32,6 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
+from ..acid.storage import write_whole
 from ..output.records import BucketResult, OutputFile, data_file_name
 from .change_rows import DELETE, INSERT, UPDATE_POSTIMAGE, UPDATE_PREIMAGE
 
@@ -136,16 +138,17 @@ def _rewrite(
     name = data_file_name(result.snapshot_id, result.bucket, number)
     relative = posixpath.join(posixpath.dirname(file.path), name)
     compression = settings.get("compression", "zstd")
-    with fs.open(posixpath.join(root, relative), "wb") as handle:
-        pq.write_table(
-            table,
-            handle,
-            compression=None if compression == "none" else compression,
-            compression_level=settings.get("compression_level"),
-            row_group_size=settings.get("row_group_rows", 262_144),
-            version="2.6",
-            write_statistics=True,
-        )
+    sink = pa.BufferOutputStream()
+    pq.write_table(
+        table,
+        sink,
+        compression=None if compression == "none" else compression,
+        compression_level=settings.get("compression_level"),
+        row_group_size=settings.get("row_group_rows", 262_144),
+        version="2.6",
+        write_statistics=True,
+    )
+    write_whole(fs, posixpath.join(root, relative), sink.getvalue().to_pybytes())  # never half
     size = int(fs.info(posixpath.join(root, relative))["size"])
     return OutputFile(relative, table.num_rows, size)
 
