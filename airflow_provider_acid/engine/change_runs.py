@@ -158,7 +158,10 @@ def compute_feed_slice(
     plan = read_plan(out_fs, root, feed_id)
     planned = plan.planned(slice_key)
     fs, _ = resolve_filesystem(plan.table, None, storage_options)
-    snapshot = resolve_read_view(_plan_source(plan), filesystem=fs)
+    # the plan's lists, also for a table read by location (whose plan has no definition)
+    snapshot = resolve_read_view(
+        _plan_source(plan), plan.write_ids, plan.txns, insert_only=plan.insert_only, filesystem=fs
+    )
     bucket_slice = slice_of(snapshot, plan, slice_key)
     if bucket_slice is None or {f.path for f in bucket_slice.files} != set(planned.files):
         raise CommitError(
