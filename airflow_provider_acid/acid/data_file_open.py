@@ -137,13 +137,34 @@ class OpenFile:
             if self.parquet is not None:
                 yield from self.parquet.iter_batches(batch_size=batch_rows, columns=columns)
                 return
-            assert self.orc is not None
-            for index in range(self.orc.nstripes):
-                stripe = read_stripe(
-                    self.orc, self._reopen, index, columns, timestamp_unit, self.trino_written
-                )
-                for start in range(0, stripe.num_rows, batch_rows):
-                    yield stripe.slice(start, batch_rows)
+        except FORMAT_ERRORS as exc:
+            raise AcidFormatError(f"{self.path}: unreadable data ({exc})") from None
+        for index in range(self.nstripes):
+            stripe = self.stripe(index, columns, timestamp_unit)
+            for start in range(0, stripe.num_rows, batch_rows):
+                yield stripe.slice(start, batch_rows)
+
+    @property
+    def nstripes(self) -> int:
+        """The number of stripes of an ORC file."""
+        assert self.orc is not None
+        return self.orc.nstripes
+
+    def stripe(
+        self, index: int, columns: list[str] | None, timestamp_unit: str = "us"
+    ) -> pa.RecordBatch:
+        """Stripe ``index`` of an ORC file, whole, as :meth:`stripes` reads it (a damaged
+        stripe is an :class:`AcidFormatError` naming the file).
+
+        :param index: the stripe's number.
+        :param columns: the top-level columns to read; None reads all.
+        :param timestamp_unit: the unit of the stripe's timestamps outside the ``ns`` range.
+        """
+        assert self.orc is not None
+        try:
+            return read_stripe(
+                self.orc, self._reopen, index, columns, timestamp_unit, self.trino_written
+            )
         except FORMAT_ERRORS as exc:
             raise AcidFormatError(f"{self.path}: unreadable data ({exc})") from None
 
