@@ -28,7 +28,7 @@ from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
 from .hive_types import HiveType
-from .orc_timestamps import TRINO_WRITER, read_stripe
+from .orc_timestamps import TRINO_WRITER, read_rows, read_stripe
 from .ranged_reads import open_data_file
 from .read_view import DataFile
 
@@ -165,6 +165,24 @@ class OpenFile:
             return read_stripe(
                 self.orc, self._reopen, index, columns, timestamp_unit, self.trino_written
             )
+        except FORMAT_ERRORS as exc:
+            raise AcidFormatError(f"{self.path}: unreadable data ({exc})") from None
+
+    def rows_of(self, column: str, first: int, count: int, timestamp_unit: str = "us") -> pa.Array:
+        """Rows ``first`` to ``first + count - 1`` (of the whole file) of one top-level column
+        of an ORC file, by seeking (:func:`.orc_timestamps.read_rows`: for a few rows only);
+        timestamps in ``timestamp_unit``.
+
+        :param column: the top-level column.
+        :param first: the first row's number in the file.
+        :param count: how many rows.
+        :param timestamp_unit: the unit of the timestamps read.
+        """
+        try:
+            return read_rows(
+                self._reopen, self.schema.field(column), first, count, timestamp_unit,
+                self.trino_written,
+            )  # fmt: skip
         except FORMAT_ERRORS as exc:
             raise AcidFormatError(f"{self.path}: unreadable data ({exc})") from None
 

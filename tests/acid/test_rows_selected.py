@@ -89,3 +89,58 @@ def test_original_files_keep_their_synthetic_row_ids(tmp_path):
     assert [v for b in batches for v in b.columns[0].to_pylist()] == [104, 105, 106]
     assert [v for b in batches for v in b.row_id.to_pylist()] == [4, 5, 6]
     assert {v for b in batches for v in b.original_transaction.to_pylist()} == {0}
+
+
+TYPES = [
+    ("id", "bigint"), ("s", "string"), ("c", "char(4)"), ("v", "varchar(6)"),
+    ("d", "decimal(12,3)"), ("f", "float"), ("db", "double"), ("b", "boolean"),
+    ("dt", "date"), ("ts", "timestamp"), ("bin", "binary"), ("ti", "tinyint"),
+    ("si", "smallint"), ("tags", "array<string>"), ("m", "map<string,int>"),
+    ("st", "struct<a:int,b:string>"),
+]  # fmt: skip
+
+
+def _typed_row(i: int) -> dict:
+    if i % 7 == 3:  # a row of nulls now and then
+        return {"id": i} | {name: None for name, _ in TYPES[1:]}
+    return {
+        "id": i, "s": f"s{i}", "c": "ab", "v": f"v{i % 1000}", "d": f"{i}.125",
+        "f": i / 4, "db": i / 3, "b": i % 2 == 0, "dt": dt.date(1500 + i % 900, 1, 2),
+        "ts": dt.datetime(1900, 1, 1, 0, 0, 0, i), "bin": bytes([i % 256, 0]),
+        "ti": i % 100, "si": i, "tags": [f"t{i}", None], "m": {"k": i},
+        "st": {"a": i, "b": None},
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("stripe_rows", "low", "count"),
+    [(100_000, 2010, 20), (1000, 2500, 5)],  # one stripe of 3,000 rows; the third of three
+)
+def test_a_few_picked_rows_of_a_big_stripe_are_read_by_seeking_as_the_stripe_read_gives_them(
+    tmp_path, stripe_reads, monkeypatch, stripe_rows, low, count
+):
+    table = AcidTableWriter(str(tmp_path / "t"), TYPES, stripe_rows=stripe_rows)
+    table.insert([_typed_row(i) for i in range(3000)])
+    seeks = []
+    real = data_file_open.OpenFile.rows_of
+
+    def counted(self, column, first, count, timestamp_unit="us"):
+        seeks.append((column, first, count))
+        return real(self, column, first, count, timestamp_unit)
+
+    monkeypatch.setattr(data_file_open.OpenFile, "rows_of", counted)
+    names = [name for name, _ in TYPES]
+    everything = [
+        pa.RecordBatch.from_arrays([*b.columns, b.row_id], names=[*names, "rowId"])
+        for b in _reader(tmp_path / "t").data_batches()
+    ]
+    expected = pa.Table.from_batches(everything).slice(low, count)  # rowIds from low
+    stripe_reads.clear()
+    picked = [
+        pa.RecordBatch.from_arrays([*b.columns, b.row_id], names=[*names, "rowId"])
+        for b in _reader(tmp_path / "t").data_batches(select=_row_ids(low, low + count - 1))
+    ]
+    assert seeks == [("row", low, count)]  # under 1/128 of the stripe's rows
+    assert ("row",) not in stripe_reads
+    assert pa.Table.from_batches(picked).equals(expected)
+    assert expected.num_rows == count and expected["c"][0].as_py() == "ab  "  # char(4): padded
