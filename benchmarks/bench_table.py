@@ -54,12 +54,14 @@ def generate(
     delta_rows: int,
     delete_rows: int,
     clustered: bool = False,
+    stripe_rows: int = 100_000,
 ) -> str:
     """Write the table (unless already there); returns its valid write-id list.
 
     Each delete delta deletes about ``delete_rows`` rows: drawn at random from the live rows,
     or, ``clustered``, the base's next ``delete_rows`` ids (``DELETE ... WHERE id <= N``, as a
-    retention job on a column that follows insertion order would).
+    retention job on a column that follows insertion order would). ORC stripes hold
+    ``stripe_rows`` rows.
     """
     marker = root / "_generated.json"
     if marker.exists():
@@ -82,6 +84,7 @@ def generate(
         buckets=buckets,
         bucket_by="id",
         table_name="bench",
+        stripe_rows=stripe_rows,
     )
     table.insert_overwrite(_rows(1, base_rows))
     next_id = base_rows + 1
@@ -100,21 +103,24 @@ def generate(
     return write_ids
 
 
-def generate_in_child(root: Path, *sizes: int, clustered: bool = False) -> str:
+def generate_in_child(
+    root: Path, *sizes: int, clustered: bool = False, stripe_rows: int = 100_000
+) -> str:
     """:func:`generate` in its own process: this one stays small, so the peak RSS the kernel
     reports for the measured processes (forked from it) is theirs alone."""
     command = [sys.executable, __file__, "_generate", str(root), *map(str, sizes)]
-    command += ["clustered"] if clustered else []
+    command += [str(stripe_rows)] + (["clustered"] if clustered else [])
     output = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout
     return output.strip().splitlines()[-1]
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "_generate":
-        clustered = sys.argv[7:8] == ["clustered"]
-        print(generate(Path(sys.argv[2]), *(int(a) for a in sys.argv[3:7]), clustered=clustered))
+        sizes = (int(a) for a in sys.argv[3:7])
+        clustered = sys.argv[8:9] == ["clustered"]
+        print(generate(Path(sys.argv[2]), *sizes, clustered, int(sys.argv[7])))
     else:
         sys.exit(
             "usage: bench_table.py _generate ROOT BUCKETS BASE_ROWS DELTA_ROWS DELETE_ROWS "
-            "[clustered]"
+            "STRIPE_ROWS [clustered]"
         )

@@ -3,27 +3,33 @@
     python benchmarks/changes.py [--buckets 4] [--rows 4000000] [--repeat 2] [--workdir DIR]
                                  [--json]
 
-Generates (once, cached under ``--workdir``) two tables like the compaction benchmark's
+Generates (once, cached under ``--workdir``) three tables like the compaction benchmark's
 (``bench_table.py``): a base of ROWS rows (write 1, INSERT OVERWRITE, in id order), then 3
 insert deltas and 3 delete deltas (writes 2..7) that together change 1% of the rows (0.5%
-inserted, 0.5% of the base deleted). The two differ in which rows the deletes hit: drawn at
-random (``random``), or the lowest ids (``clustered``: ``DELETE ... WHERE id <= N``, a
-retention job on a column that follows insertion order). Then measures, in this process,
-interleaved and repeated (best time of each):
+inserted, 0.5% of the base deleted). They differ in which rows the deletes hit and in their
+stripes:
+
+* ``random``: deletes drawn at random; 100,000 rows a stripe (the simulator's default);
+* ``clustered``: the lowest ids deleted (``DELETE ... WHERE id <= N``, a retention job on a
+  column that follows insertion order); 100,000 rows a stripe;
+* ``clustered-1-stripe``: the same deletes, one stripe a bucket file, as Hive's writer would
+  cut it (its stripes hold 64 MiB, ``orc.stripe.size``; a bucket file here is 11 MB).
+
+Then measures, in this process, interleaved and repeated (best time of each):
 
 * ``compaction``: :func:`compact_table` of the table at write 7 (one worker), what a full
   snapshot costs (of each table: each feed is compared with its own table's);
 * ``feed (1, 7]``: :func:`compute_changes` of the six writes (inserts, and deletes with the
   deleted rows' values);
-* ``feed (1, 4]``: the inserts alone (the same in both tables: measured on ``random``).
+* ``feed (1, 4]``: the inserts alone (the same in all tables: measured on ``random``).
 
 A delete event holds only the deleted row's identity, so a delete's values (the row the feed
 shows) can only be read from the file holding the row: here the base. The feed reads the
 base's identity columns to find the deleted rows, and its other columns only in the stripes
-holding one (ORC stripes are read whole). Random deletes hit every stripe, so their feed
-decodes the whole base, about what a compaction reads; clustered deletes hit a stripe or two
-of each bucket file. How many stripes a file has depends on its writer (this simulator writes
-100,000 rows a stripe; Hive's writer cuts stripes at 64 MiB, many more rows).
+holding one: the whole stripe (ORC decodes a stripe whole), or, when the deleted rows span
+under 1/128 of it, just that span by seeking (a Python value a row). Random deletes hit every
+stripe, so their feed decodes the whole base, about what a compaction reads; clustered
+deletes hit a stripe or two of each bucket file, or a short span of its one stripe.
 
 It counts the data files each run opens (a counting filesystem) and checks that the feeds open
 only the deltas of their range and, for deletes, the base files of the buckets those deletes
@@ -48,7 +54,9 @@ from fsspec.implementations.local import LocalFileSystem
 
 TARGET = 0.05
 CHANGED = 0.01  # of the base's rows: half inserted, half deleted
-KINDS = ("random", "clustered")  # which rows the deletes hit
+#: The tables: which rows the deletes hit, and rows per ORC stripe (None: one stripe a file,
+#: as Hive's 64 MiB stripes cut a bucket file of this size).
+KINDS = {"random": 100_000, "clustered": 100_000, "clustered-1-stripe": None}
 
 
 class CountingFileSystem(LocalFileSystem):
@@ -112,11 +120,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     changed = int(args.rows * CHANGED / 2 / 3)  # rows per insert delta and per delete delta
     tables = {}
-    for kind in KINDS:
+    for kind, stripe_rows in KINDS.items():
         suffix = "" if kind == "random" else f"-{kind}"
         root = args.workdir / f"changes-{args.buckets}x{args.rows}{suffix}"
         sizes = (args.buckets, args.rows, changed, changed)
-        write_ids = generate_in_child(root / "table", *sizes, clustered=kind == "clustered")
+        write_ids = generate_in_child(
+            root / "table", *sizes, clustered=kind.startswith("clustered"),
+            stripe_rows=stripe_rows or args.rows,
+        )  # fmt: skip
         tables[kind] = (root, write_ids)
     best: dict[str, float] = {}
     opened: dict[str, set[str]] = {}
