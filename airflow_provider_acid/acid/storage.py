@@ -46,7 +46,7 @@ from typing import BinaryIO
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
-from . import hdfs as _hdfs  # noqa: F401 - makes hdfs:// fsspec's WebHDFS-backed protocol
+from . import hdfs as _hdfs  # also makes hdfs:// fsspec's WebHDFS-backed protocol
 
 #: ``.<name>.<uuid hex>.tmp``: a file being written, renamed to ``<name>`` when complete
 #: (``.new`` for the instant between its creation and its writer's lock, see open_temporary).
@@ -59,6 +59,22 @@ PENDING_GRACE = 60.0
 def renames_atomically(fs: AbstractFileSystem) -> bool:
     """True where a complete file can be renamed over its name in one step (local disks)."""
     return isinstance(fs, LocalFileSystem)
+
+
+def renames_whole(fs: AbstractFileSystem) -> bool:
+    """True where a complete file can be renamed to its name: local disks, and HDFS (through
+    WebHDFS, whose renames are atomic but never replace). A data file is written under a
+    hidden temporary name there (:func:`temporary_path`), then :func:`place_whole`."""
+    return renames_atomically(fs) or isinstance(fs, _hdfs.HdfsFileSystem)
+
+
+def place_whole(fs: AbstractFileSystem, temporary: str, path: str) -> None:
+    """Rename the complete ``temporary`` to ``path``, replacing a file there (see
+    :func:`renames_whole`)."""
+    if renames_atomically(fs):
+        os.replace(temporary, path)
+    else:
+        fs.replace(temporary, path)
 
 
 def temporary_path(path: str) -> str:
