@@ -28,7 +28,7 @@ from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
 from .hive_types import HiveType
-from .orc_timestamps import TRINO_WRITER, read_stripe
+from .orc_timestamps import TRINO_WRITER, read_rows, read_stripe
 from .ranged_reads import open_data_file, open_data_files
 from .read_view import DataFile
 
@@ -137,13 +137,52 @@ class OpenFile:
             if self.parquet is not None:
                 yield from self.parquet.iter_batches(batch_size=batch_rows, columns=columns)
                 return
-            assert self.orc is not None
-            for index in range(self.orc.nstripes):
-                stripe = read_stripe(
-                    self.orc, self._reopen, index, columns, timestamp_unit, self.trino_written
-                )
-                for start in range(0, stripe.num_rows, batch_rows):
-                    yield stripe.slice(start, batch_rows)
+        except FORMAT_ERRORS as exc:
+            raise AcidFormatError(f"{self.path}: unreadable data ({exc})") from None
+        for index in range(self.nstripes):
+            stripe = self.stripe(index, columns, timestamp_unit)
+            for start in range(0, stripe.num_rows, batch_rows):
+                yield stripe.slice(start, batch_rows)
+
+    @property
+    def nstripes(self) -> int:
+        """The number of stripes of an ORC file."""
+        assert self.orc is not None
+        return self.orc.nstripes
+
+    def stripe(
+        self, index: int, columns: list[str] | None, timestamp_unit: str = "us"
+    ) -> pa.RecordBatch:
+        """Stripe ``index`` of an ORC file, whole, as :meth:`stripes` reads it (a damaged
+        stripe is an :class:`AcidFormatError` naming the file).
+
+        :param index: the stripe's number.
+        :param columns: the top-level columns to read; None reads all.
+        :param timestamp_unit: the unit of the stripe's timestamps outside the ``ns`` range.
+        """
+        assert self.orc is not None
+        try:
+            return read_stripe(
+                self.orc, self._reopen, index, columns, timestamp_unit, self.trino_written
+            )
+        except FORMAT_ERRORS as exc:
+            raise AcidFormatError(f"{self.path}: unreadable data ({exc})") from None
+
+    def rows_of(self, column: str, first: int, count: int, timestamp_unit: str = "us") -> pa.Array:
+        """Rows ``first`` to ``first + count - 1`` (of the whole file) of one top-level column
+        of an ORC file, by seeking (:func:`.orc_timestamps.read_rows`: for a few rows only);
+        timestamps in ``timestamp_unit``.
+
+        :param column: the top-level column.
+        :param first: the first row's number in the file.
+        :param count: how many rows.
+        :param timestamp_unit: the unit of the timestamps read.
+        """
+        try:
+            return read_rows(
+                self._reopen, self.schema.field(column), first, count, timestamp_unit,
+                self.trino_written,
+            )  # fmt: skip
         except FORMAT_ERRORS as exc:
             raise AcidFormatError(f"{self.path}: unreadable data ({exc})") from None
 
