@@ -4,7 +4,8 @@ partial file without a footer). Its transaction stays open in the metastore (the
 metastore times transactions out after an hour; aborted would do as well). After the restart
 (the session's server, on the same port: the later tests use it), Trino writes again above the
 killed write; the provider reading the table by name, compaction and manifest, and the CLI,
-give exactly Trino's SELECT, and the killed write's folder is left out as not visible.
+give exactly Trino's SELECT, and the killed write's folder is left out as not visible; the
+change feed warns that the open write is left out.
 
 The restart costs the suite one server start (about 40 s on a quiet machine, 75-90 s under
 load); a second Trino for this test would cost the same start and another 3 GB heap.
@@ -22,6 +23,7 @@ from pathlib import Path
 from trino_helpers import REPO, Schema, Trino, assert_same_rows
 
 from airflow_provider_acid.acid.writeids import parse_write_id_list
+from airflow_provider_acid.cli import main
 from airflow_provider_acid.engine.manifest_compaction import compact_manifest
 from airflow_provider_acid.metastore import MetastoreClient, ReadTransaction, open_table
 from airflow_provider_acid.pruning.manifest import compute_manifest
@@ -68,7 +70,9 @@ def _wait_for_data(folder: Path, errors: list, timeout: float = 180.0) -> Path:
     )
 
 
-def test_a_killed_writer_leaves_nothing_visible(trino, schema: Schema, trino_process, tmp_path):
+def test_a_killed_writer_leaves_nothing_visible(
+    trino, schema: Schema, trino_process, tmp_path, capsys
+):
     t = schema.create("killed", "orderkey bigint, comment varchar")
     trino.sql(f"INSERT INTO {t} VALUES (1, 'kept'), (2, 'deleted')")  # write 1
     trino.sql(f"DELETE FROM {t} WHERE orderkey = 2")  # write 2
@@ -114,6 +118,17 @@ def test_a_killed_writer_leaves_nothing_visible(trino, schema: Schema, trino_pro
     assert compacted["manifest"]["source"]["warnings"] == [], compacted
     table = schema.read_output(tmp_path / "cli")
     assert assert_same_rows(trino, f"SELECT * FROM {t}", table) == expected
+    # the change feed warns that the open write is left out, and holds the others' events
+    # (in this process: a `changes` process aborts now and then at its exit, after its output)
+    capsys.readouterr()  # what the test printed so far
+    assert main(["changes", *by_name, "--from-write-id", "0", "--out", str(tmp_path / "feed"),
+                 "--json"]) == 0  # fmt: skip
+    feed = json.loads(capsys.readouterr().out)
+    assert feed["to_write_id"] == 4
+    assert any("writes [3] are open" in w for w in feed["warnings"]), feed["warnings"]
+    assert feed["counts"] == {
+        "insert": 3, "delete": 1, "update_preimage": 0, "update_postimage": 0,
+    }  # fmt: skip
 
 
 def _cli(*args: str) -> dict:
