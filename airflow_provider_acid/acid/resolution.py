@@ -31,7 +31,8 @@ from typing import Any
 from fsspec import AbstractFileSystem
 
 from .acid_state import resolve_partition
-from .alike_partitions import PATH_OF, Resolver, resolve_listing
+from .alike_partitions import Resolver, resolve_listing
+from .bulk import PATH_OF
 from .listing import StoredFile, TableLocationError, list_table_files, resolve_filesystem
 from .listing_groups import group_listing
 from .read_view import (
