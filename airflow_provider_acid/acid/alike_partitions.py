@@ -205,6 +205,7 @@ class Resolver:
         files: Sequence[StoredFile],
         prefix: str,
         layout: tuple[str, ...] | None = None,
+        paths: list[str] | None = None,
     ) -> bool:
         """Take ``partition`` to resolve, whose files (every file of it, in listing order, all
         below ``prefix``, which ends with ``/``) are ``files``. False when it is not resolved
@@ -218,10 +219,12 @@ class Resolver:
         :param partition: the partition.
         :param files: its files.
         :param prefix: its folder.
-        :param layout: the files' paths relative to ``prefix``, when known."""
+        :param layout: the files' paths relative to ``prefix``, when known.
+        :param paths: the files' paths, when known."""
         if 0 in map(SIZE_OF, files):
             return False  # empty files are no data; rare, so left to the plain way
-        paths = list(map(PATH_OF, files))
+        if paths is None:
+            paths = list(map(PATH_OF, files))
         if layout is None and not self._given_up():
             layout = tuple(map(getitem, paths, repeat(slice(len(prefix), None))))
         if layout is not None:
@@ -299,9 +302,9 @@ def _partition_runs(root: str, paths: list[str]) -> tuple[dict[str, _Run], list[
 
     A listing sorted by path has each partition's files in one run, found by bisection, and
     its partitions often laid out alike: a run is first taken to be laid out as the one before
-    it, which costs one comparison of the paths to check. Returns the runs by partition folder
-    (with its trailing ``/``), and the spans (start, end) of the other files: those of the
-    table folder itself, or outside it."""
+    it, which costs one comparison of the paths to check, or else to have as many files.
+    Returns the runs by partition folder (with its trailing ``/``), and the spans (start, end)
+    of the other files: those of the table folder itself, or outside it."""
     prefix = root.rstrip("/") + "/"
     cut = len(prefix)
     runs: dict[str, _Run] = {}
@@ -309,6 +312,7 @@ def _partition_runs(root: str, paths: list[str]) -> tuple[dict[str, _Run], list[
     i, n = 0, len(paths)
     before: tuple[str, ...] | None = ()  # the layout of the run before
     misses = 0  # runs in a row not laid out as the one before
+    length = 0  # files in the run before
     while i < n:
         path = paths[i]
         components: list[str] = []
@@ -333,10 +337,18 @@ def _partition_runs(root: str, paths: list[str]) -> tuple[dict[str, _Run], list[
             or (end < n and paths[end].startswith(folder))
             or paths[i:end] != list(map(add, repeat(folder), before))
         ):
-            end = bisect_left(paths, folder[:-1] + "0", i)  # "0" follows "/"
-            below = list(map(str.startswith, paths[i:end], repeat(folder)))
-            if not all(below):  # a listing out of order
-                end = i + below.index(False)
+            end = i + length  # as many files as the run before, if so
+            if not (
+                length
+                and end <= n
+                and paths[end - 1].startswith(folder)
+                and (end == n or not paths[end].startswith(folder))
+                and all(map(str.startswith, paths[i:end], repeat(folder)))
+            ):
+                end = bisect_left(paths, folder[:-1] + "0", i)  # "0" follows "/"
+                below = list(map(str.startswith, paths[i:end], repeat(folder)))
+                if not all(below):  # a listing out of order
+                    end = i + below.index(False)
             layout = None
             if before is not None:
                 misses += 1
@@ -354,7 +366,7 @@ def _partition_runs(root: str, paths: list[str]) -> tuple[dict[str, _Run], list[
         else:
             run.spans.append((i, end))
             run.layout = None
-        i = end
+        length, i = end - i, end
     return runs, others
 
 
@@ -368,16 +380,19 @@ def resolve_listing(
     :param files: the listed files below it, in path order.
     :param resolver: the resolver holding the write-id and transaction lists and the templates.
     """
-    runs, plain = _partition_runs(root, list(map(PATH_OF, files)))
+    all_paths = list(map(PATH_OF, files))
+    runs, plain = _partition_runs(root, all_paths)
     taken: set[str] = set()
     add = resolver.add
     for folder, run in runs.items():
         spans = run.spans
         if len(spans) == 1:
-            in_partition = files[spans[0][0] : spans[0][1]]
+            start, end = spans[0]
+            in_partition, paths = files[start:end], all_paths[start:end]
         else:
             in_partition = [f for start, end in spans for f in files[start:end]]
-        if add(run.partition, in_partition, folder, run.layout):
+            paths = list(map(PATH_OF, in_partition))
+        if add(run.partition, in_partition, folder, run.layout, paths):
             taken.add(run.partition.path)
         else:
             plain += spans

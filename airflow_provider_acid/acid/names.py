@@ -90,9 +90,10 @@ AcidDir = BaseDir | DeltaDir
 # partitions compacted each on its own has a folder name per folder, so parse_acid_dir fills
 # the slots directly (tests/acid/test_names.py compares the two).
 _new = object.__new__
-_set_base_name, _set_base_write_id, _set_base_visibility = (
-    getattr(BaseDir, f.name).__set__ for f in fields(BaseDir)
-)
+#: BaseDir's and DeltaDir's slot setters, in the order of their fields.
+BASE_DIR_SETTERS = tuple(getattr(BaseDir, f.name).__set__ for f in fields(BaseDir))
+DELTA_DIR_SETTERS = tuple(getattr(DeltaDir, f.name).__set__ for f in fields(DeltaDir))
+_set_base_name, _set_base_write_id, _set_base_visibility = BASE_DIR_SETTERS
 (
     _set_delta_name,
     _set_delta_kind,
@@ -100,7 +101,7 @@ _set_base_name, _set_base_write_id, _set_base_visibility = (
     _set_delta_max,
     _set_delta_statement,
     _set_delta_visibility,
-) = (getattr(DeltaDir, f.name).__set__ for f in fields(DeltaDir))
+) = DELTA_DIR_SETTERS
 _DELTA_KINDS = {kind.value: kind for kind in DeltaKind}
 
 

@@ -41,7 +41,15 @@ from .bulk import (
     taker,
 )
 from .listing import StoredFile
-from .names import AcidDir, BaseDir, DeltaKind, parse_acid_dir
+from .names import (
+    BASE_DIR_SETTERS,
+    DELTA_DIR_SETTERS,
+    AcidDir,
+    BaseDir,
+    DeltaDir,
+    DeltaKind,
+    parse_acid_dir,
+)
 from .partitions import Partition
 from .read_view import (
     CHOSEN_DELTA_SETTERS,
@@ -104,18 +112,121 @@ def _shape_key(paths: list[str], prefix: str) -> tuple[tuple[int, ...], tuple[st
     return tuple(folder_of_file), tuple(names)
 
 
-#: A folder name as the key of a shape sees it: (the parsed folder, its class, its write ids).
-#: The class is what the walk asks of it besides its write ids: the kind, the statement, and
-#: whether it has a compactor transaction.
-_Facts = tuple[AcidDir, tuple[object, ...], tuple[int, ...]]
+#: A skeleton's digits: ASCII ones as ``#`` (others stay as they are, making skeletons of
+#: their own), so that names with numbers of the same widths have the same skeleton.
+_DIGITS_HIDDEN = str.maketrans("0123456789", "#" * 10)
+
+
+def _tokens(joined: str) -> list[str]:
+    """The parts of folder names joined by ``/``: the words and numbers between ``_``, ``_v``
+    and ``/``."""
+    return joined.replace("/", "_").replace("_v", "_").split("_")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Skeleton:
+    """How a partition's folder names parse, known from their *skeleton*: the names joined by
+    ``/`` with each digit as ``#``. Hive's name patterns (:mod:`.names`) take each number as a
+    whole run of digits between ``_``, ``_v`` and the end, so the skeleton alone decides
+    whether each name is a base or a delta and which part of it is which number; the numbers
+    are then read from their places (a ``#`` in a name is no number: ``int`` refuses it). One
+    object per skeleton (compared by identity)."""
+
+    #: The parts of the joined names (see ``_tokens``) that are numbers.
+    numbers: Callable[[Sequence[str]], tuple[str, ...]]
+    #: Per folder: (BaseDir or DeltaDir, the delta's kind, the positions of its fields'
+    #: values among the numbers, None for a field the name has not).
+    folders: tuple[tuple[type, DeltaKind | None, tuple[int | None, ...]], ...]
+    #: The numbers that are write ids (a base's one, a delta's two), in the folders' order.
+    write_ids: Callable[[Sequence[int]], tuple[int, ...]]
+    #: The numbers that are bases' write ids, statements, compactor transactions.
+    bases: Callable[[Sequence[int]], tuple[int, ...]] | None
+    statements: Callable[[Sequence[int]], tuple[int, ...]]
+    transactions: Callable[[Sequence[int]], tuple[int, ...]] | None
+    #: Each folder's (first, last) write, by position among the numbers.
+    ranges: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def of(cls, names: Sequence[str]) -> _Skeleton | None:
+        """The skeleton of ``names`` (parsed one by one); None if one is no base or delta."""
+        folders = []
+        at = 0  # numbers so far
+        places: list[int] = []  # the numbers' places among the parts
+        parts = 0
+        write_ids: list[int] = []
+        bases, statements, transactions, ranges = [], [], [], []
+        for name in names:
+            folder = parse_acid_dir(name)
+            if folder is None:
+                return None
+            if isinstance(folder, BaseDir):
+                fields = [folder.write_id, folder.visibility_txn_id]
+            else:
+                fields = [folder.min_write_id, folder.max_write_id, folder.statement_id]
+                fields.append(folder.visibility_txn_id)
+            tokens = _tokens(name)
+            words = 1 if isinstance(folder, BaseDir) or not folder.is_delete else 2
+            values = [f for f in fields if f is not None]
+            try:
+                if list(map(int, tokens[words:])) != values:
+                    return None
+            except ValueError:
+                return None
+            places += range(parts + words, parts + len(tokens))
+            parts += len(tokens)
+            positions: list[int | None] = []
+            for value in fields:
+                positions.append(None if value is None else at)
+                at += value is not None
+            if isinstance(folder, BaseDir):
+                write_ids.append(positions[0])  # type: ignore[arg-type]
+                bases.append(positions[0])
+                ranges.append((positions[0], positions[0]))
+                kind = None
+            else:
+                write_ids += positions[:2]  # type: ignore[arg-type]
+                ranges.append((positions[0], positions[1]))  # type: ignore[arg-type]
+                if positions[2] is not None:
+                    statements.append(positions[2])
+                kind = folder.kind
+            if positions[-1] is not None:
+                transactions.append(positions[-1])
+            folders.append((type(folder), kind, tuple(positions)))
+        return cls(
+            numbers=taker(tuple(places)),
+            folders=tuple(folders),
+            write_ids=taker(tuple(write_ids)),
+            bases=taker(tuple(bases)) if bases else None,
+            statements=taker(tuple(statements)),
+            transactions=taker(tuple(transactions)) if transactions else None,
+            ranges=tuple(ranges),  # type: ignore[arg-type]
+        )
+
+    def make(self, names: Sequence[Sequence[str]], numbers: Sequence[list[int]]) -> list[tuple]:
+        """The folders of partitions whose names are ``names`` (each's, in order) with these
+        numbers (each's runs), partition after partition."""
+        count = len(names)
+        by_folder = list(zip(*names, strict=True))
+        runs = list(zip(*numbers, strict=True))
+        columns = []
+        for k, (cls, kind, positions) in enumerate(self.folders):
+            values = [runs[p] if p is not None else repeat(None) for p in positions]
+            if cls is BaseDir:
+                columns.append(filled(BaseDir, count, BASE_DIR_SETTERS, (by_folder[k], *values)))
+            else:
+                values.insert(0, repeat(kind))
+                columns.append(filled(DeltaDir, count, DELTA_DIR_SETTERS, (by_folder[k], *values)))
+        return list(zip(*columns, strict=True))
 
 
 @dataclass(frozen=True, slots=True)
 class _Found:
-    """A partition to make from a shape's template: the template's key, and its folders."""
+    """A partition to make from a shape's template: the template's key, and its folders'
+    names, their numbers and their skeleton."""
 
     key: tuple[object, ...]
-    folders: tuple[AcidDir, ...]
+    names: list[str]
+    numbers: list[int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +264,8 @@ class _Template:
     base: int | None
     #: The chosen deltas' folder positions, in reading order.
     deltas: tuple[int, ...]
+    #: How the folders' names parse.
+    skeleton: _Skeleton
 
     @classmethod
     def of(
@@ -161,6 +274,7 @@ class _Template:
         files: Sequence[StoredFile],
         prefix: str,
         folders: tuple[AcidDir, ...],
+        skeleton: _Skeleton,
     ) -> _Template | None:
         """The template of ``snapshot``, resolved from ``files`` (below ``prefix``, in
         ``folders``); None if it cannot be one (a folder left out, a file listed twice)."""
@@ -224,13 +338,16 @@ class _Template:
             kinds=tuple((k, *kinds[k]) for k in order),
             base=base,
             deltas=tuple(deltas),
+            skeleton=skeleton,
         )
 
-    def make(self, alike: list[tuple[Partition, Sequence[StoredFile], str, tuple[AcidDir, ...]]]):
-        """The read views of partitions shaped as this one, each from its files and folders,
-        made together: each kind of object in a few C-level passes."""
+    def make(self, alike: list[tuple[Partition, Sequence[StoredFile], str, list[str], list[int]]]):
+        """The read views of partitions shaped as this one, each from its files and its
+        folders' names and numbers, made together: each kind of object in a few C-level
+        passes."""
         count = len(alike)
-        partitions, listed, prefixes, folders = zip(*alike, strict=True)
+        partitions, listed, prefixes, names, numbers = zip(*alike, strict=True)
+        folders = self.skeleton.make(names, numbers)
         columns = [  # each chosen folder's kind, partition after partition
             filled(
                 FileKind,
@@ -277,9 +394,8 @@ class ShapedPartitions:
         #: Shapes by key (see ``_shape_key``), and the one last seen (tried first).
         self.shapes: dict[tuple[tuple[int, ...], tuple[str, ...]], _Shape] = {}
         self.last: _Shape | None = None
-        #: Folder names, parsed: None for a name that is no base or delta, or some of whose
-        #: writes (or whose compactor transaction) the reader does not see.
-        self.facts: dict[str, _Facts | None] = {}
+        #: Skeletons of folder names (see ``_Skeleton``): None when a name is no base or delta.
+        self.skeletons: dict[str, _Skeleton | None] = {}
         #: By the key of ``find``: the template, or None when there is none to make.
         self.templates: dict[tuple[object, ...], _Template | None] = {}
         self.alike: dict[int, tuple[_Template, list]] = {}
@@ -309,45 +425,46 @@ class ShapedPartitions:
             if names is None:
                 return None
             self.last = shape
-        facts = self.facts
-        found = [facts[n] if n in facts else self._facts(n) for n in names]
-        if None in found:
+        joined = "/".join(names)
+        skeletons = self.skeletons
+        skeleton_key = joined.translate(_DIGITS_HIDDEN)
+        skeleton = skeletons.get(skeleton_key, False)
+        if skeleton is False:
+            skeleton = skeletons[skeleton_key] = _Skeleton.of(names)
+        if skeleton is None:
             return None
-        folders, classes, write_ids = zip(*found, strict=True)  # type: ignore[misc]
-        values = [0, *chain.from_iterable(write_ids)]
+        try:
+            numbers = list(map(int, skeleton.numbers(_tokens(joined))))
+        except ValueError:
+            return None  # a "#" in a name
+        write_ids = skeleton.write_ids(numbers)
+        if not self._seen_whole(skeleton, numbers, write_ids):
+            return None
+        values = [0, *write_ids]
         order = sorted(set(values))
         rank = dict(zip(order, range(len(order)), strict=True))
-        return _Found((shape, classes, tuple(map(rank.__getitem__, values))), folders)
+        ranks = tuple(map(rank.__getitem__, values))
+        return _Found((shape, skeleton, ranks, skeleton.statements(numbers)), names, numbers)
 
-    def _facts(self, name: str) -> _Facts | None:
-        """What the key of a partition needs of a folder name (see ``facts``): None unless
-        every write of the folder is valid (a base's too, however it counts as valid) and its
-        compactor transaction visible."""
-        facts: _Facts | None = None
-        folder = parse_acid_dir(name)
-        if folder is not None:
-            txn = folder.visibility_txn_id
-            if txn is None or self.txns is None or self.txns.is_valid(txn):
-                if isinstance(folder, BaseDir):
-                    # a compacted base: no write at or below it open; an insert overwrite: valid
-                    low = high = folder.write_id
-                    kind: tuple[object, ...] = (None, txn is None)
-                    values: tuple[int, ...] = (high,)
-                    valid = high < self.write_ids.min_open_write_id
-                else:
-                    low, high = folder.min_write_id, folder.max_write_id
-                    kind = (folder.kind is DeltaKind.DELETE, folder.statement_id, txn is None)
-                    values = (low, high)
-                    valid = True
-                exceptions = self._exceptions
-                if valid and high <= self.write_ids.high_watermark:
-                    if exceptions:
-                        at = bisect_left(exceptions, low)
-                        valid = at == len(exceptions) or exceptions[at] > high
-                    if valid:
-                        facts = (folder, kind, values)
-        self.facts[name] = facts
-        return facts
+    def _seen_whole(self, skeleton: _Skeleton, numbers: list[int], write_ids: tuple) -> bool:
+        """Every write of every folder valid (a base's too, however it counts as valid: as
+        a compacted base, no write at or below it open; as an insert overwrite, valid), and
+        every compactor transaction visible."""
+        lists = self.write_ids
+        if max(write_ids) > lists.high_watermark:
+            return False
+        if skeleton.bases is not None and max(skeleton.bases(numbers)) >= lists.min_open_write_id:
+            return False
+        exceptions = self._exceptions
+        if exceptions:
+            for low, high in skeleton.ranges:
+                at = bisect_left(exceptions, numbers[low])
+                if at < len(exceptions) and exceptions[at] <= numbers[high]:
+                    return False
+        txns = self.txns
+        if txns is not None and skeleton.transactions is not None:
+            return all(map(txns.is_valid, skeleton.transactions(numbers)))
+        return True
 
     def take(
         self, found: _Found, partition: Partition, files: Sequence[StoredFile], prefix: str
@@ -359,7 +476,7 @@ class ShapedPartitions:
             return None
         if template is None:
             return False
-        self.alike[id(template)][1].append((partition, files, prefix, found.folders))
+        self.alike[id(template)][1].append((partition, files, prefix, found.names, found.numbers))
         self.used = True
         return True
 
@@ -372,7 +489,9 @@ class ShapedPartitions:
     ) -> None:
         """Keep ``snapshot`` (the partition of ``found`` resolved alone; None: it could not
         be) as the template of its key."""
-        template = _Template.of(snapshot, files, prefix, found.folders) if snapshot else None
+        folders = tuple(map(parse_acid_dir, found.names))
+        skeleton = found.key[1]
+        template = _Template.of(snapshot, files, prefix, folders, skeleton) if snapshot else None
         self.templates[found.key] = template
         if template is not None:
             self.alike[id(template)] = (template, [])
