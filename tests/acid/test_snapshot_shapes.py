@@ -45,16 +45,21 @@ PATTERNS = [
 SIDE_FILES = ["_orc_acid_version", "_metadata_acid", ".bucket_00000.crc", "_SUCCESS"]
 
 
-def folder_name(entry, ids, txn):
+def folder_name(entry, ids, txn, width=7):
     kind, *writes = entry
     visibility = f"_v{txn:07d}" if writes[-1] == "v" else ""
     if writes[-1] == "v":
         writes = writes[:-1]
     if kind == "base":
-        return f"base_{ids[writes[0]]:07d}{visibility}"
+        return f"base_{ids[writes[0]]:0{width}d}{visibility}"
     first, last, *statement = writes
     suffix = f"_{statement[0]:04d}" if statement and statement[0] is not None else ""
-    return f"{kind}_{ids[first]:07d}_{ids[last]:07d}{suffix}{visibility}"
+    return f"{kind}_{ids[first]:0{width}d}_{ids[last]:0{width}d}{suffix}{visibility}"
+
+
+# What may become of a digit of a folder name: nothing mostly; a "#" (no base or delta then:
+# an original files' folder), an Arabic-Indic digit (a digit to Hive's pattern and to int)
+ODD_DIGITS = ["", "", "", "", "", "", "", "", "#", "\u0663"]
 
 
 def mixed_table(rng: random.Random, partitions: int, in_order: float) -> list[StoredFile]:
@@ -71,8 +76,13 @@ def mixed_table(rng: random.Random, partitions: int, in_order: float) -> list[St
         else:
             ids = {rank: rng.randint(1, 12) + 10 * p for rank in range(1, 7)}
         txn = rng.choice([5, 50, 500]) + p
+        width = rng.choice([7, 7, 7, 1])
         for k, entry in enumerate(pattern):
-            folder = f"{ROOT}/dt={p:03d}/{folder_name(entry, ids, txn)}"
+            name = folder_name(entry, ids, txn, width)
+            odd = rng.choice(ODD_DIGITS)
+            if odd:
+                name = name.replace("1", odd, 1)
+            folder = f"{ROOT}/dt={p:03d}/{name}"
             names = [f"bucket_{b:05d}" for b in range(buckets)] + sides[k % 6]
             files += [StoredFile(f"{folder}/{name}", 10 + len(name), f"v{p}") for name in names]
     return sorted(files, key=lambda f: f.path)
