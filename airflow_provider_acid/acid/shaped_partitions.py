@@ -28,7 +28,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain, cycle, repeat
-from operator import add, itemgetter
+from operator import add, getitem, itemgetter
 
 from .bulk import (
     NAME_OF,
@@ -68,32 +68,34 @@ class _Shape:
 
     One object per shape (shapes are looked up by value once, then compared by identity)."""
 
-    #: Each folder's first file, by position.
-    firsts: tuple[int, ...]
+    #: The paths -> each folder's first file's path.
+    firsts: Callable[[Sequence[str]], tuple[str, ...]]
+    #: The length of each folder's first file's name, with its ``/``.
+    tails: tuple[int, ...]
     #: Each folder's path (with ``/``) -> the folder path of each file.
     folder_of_file: Callable[[Sequence[str]], tuple[str, ...]]
     #: Each file's name in its folder.
     names: tuple[str, ...]
+    #: By the length of a partition's folder: the slices of its folders' names out of paths.
+    cuts: dict[int, tuple[slice, ...]]
 
-    def folders_of(self, paths: list[str], prefix: str) -> list[str] | None:
+    def folders_of(self, paths: list[str], prefix: str) -> tuple[list[str], str] | None:
         """The folder names of a partition whose files' paths (all below ``prefix``, which
-        ends with ``/``) are ``paths``, when it is shaped so; else None."""
+        ends with ``/``) are ``paths``, when it is shaped so, and the names joined by ``/``;
+        else None."""
         if len(paths) != len(self.names):
             return None
-        cut_at = len(prefix)
-        folders = []
-        for first in self.firsts:
-            path = paths[first]
-            end = path.find("/", cut_at)
-            if end < 0:
-                return None
-            folders.append(path[cut_at:end])
-        if len(set(folders)) != len(folders):
-            return None  # two folders of the shape are one here
-        folder_paths = [f"{prefix}{folder}/" for folder in folders]
+        cuts = self.cuts.get(len(prefix))
+        if cuts is None:
+            cuts = self.cuts[len(prefix)] = tuple(slice(len(prefix), -t) for t in self.tails)
+        folders = list(map(getitem, self.firsts(paths), cuts))
+        joined = "/".join(folders)
+        if joined.count("/") != len(folders) - 1 or len(set(folders)) != len(folders):
+            return None  # a folder nested in another, or two folders of the shape one here
+        folder_paths = list(map(add, repeat(prefix), map(add, folders, repeat("/"))))
         if list(map(add, self.folder_of_file(folder_paths), self.names)) != paths:
             return None
-        return folders
+        return folders, joined
 
 
 def _shape_key(paths: list[str], prefix: str) -> tuple[tuple[int, ...], tuple[str, ...]] | None:
@@ -411,21 +413,27 @@ class ShapedPartitions:
         if not self.used and len(self.templates) >= self._UNUSED_TEMPLATES_AT_MOST:
             return None
         shape = self.last
-        names = shape.folders_of(paths, prefix) if shape is not None else None
-        if names is None:
+        found = shape.folders_of(paths, prefix) if shape is not None else None
+        if found is None:
             key = _shape_key(paths, prefix)
             if key is None:
                 return None
             shape = self.shapes.get(key)
             if shape is None:
                 folder_of_file, file_names = key
-                firsts = tuple(folder_of_file.index(k) for k in range(max(folder_of_file) + 1))
-                shape = self.shapes[key] = _Shape(firsts, taker(folder_of_file), file_names)
-            names = shape.folders_of(paths, prefix)
-            if names is None:
+                firsts = [folder_of_file.index(k) for k in range(max(folder_of_file) + 1)]
+                shape = self.shapes[key] = _Shape(
+                    firsts=taker(tuple(firsts)),
+                    tails=tuple(len(file_names[k]) + 1 for k in firsts),
+                    folder_of_file=taker(folder_of_file),
+                    names=file_names,
+                    cuts={},
+                )
+            found = shape.folders_of(paths, prefix)
+            if found is None:
                 return None
             self.last = shape
-        joined = "/".join(names)
+        names, joined = found
         skeletons = self.skeletons
         skeleton_key = joined.translate(_DIGITS_HIDDEN)
         skeleton = skeletons.get(skeleton_key, False)

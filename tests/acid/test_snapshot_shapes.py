@@ -177,3 +177,17 @@ def test_an_open_write_below_a_compacted_base_is_left_to_the_plain_way():
     expected = plainly(files, write_ids)
     assert expected[0] is NotEnoughHistoryError and "dt=3/base_0000035" in expected[1]
     assert resolved(files, write_ids) == expected
+
+
+def test_a_nested_folder_among_partitions_shaped_alike_is_no_folder_of_the_shape():
+    def partition(p, nested=""):
+        return [
+            StoredFile(f"{ROOT}/dt={p}/base_{10 * p + 1:07d}/bucket_00000", 10),
+            StoredFile(f"{ROOT}/dt={p}/delta_{10 * p + 2:07d}_{10 * p + 2:07d}{nested}/b", 10),
+        ]
+
+    files = partition(1) + partition(2) + partition(3, "/x") + partition(4, "_0000/y")
+    files += partition(5)
+    expected = plainly(files)
+    assert len(expected[1]) == 2  # the nested files cannot be placed
+    assert resolved(files) == expected
