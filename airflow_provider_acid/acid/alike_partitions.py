@@ -13,13 +13,19 @@ is then made from the template with a few C-level passes over its files
 (tests/acid/test_snapshot_templates.py
 checks that the result is what the plain way gives).
 
+Partitions laid out each their own way (compacted each on its own, so with folders named
+after write ids of their own) are mostly shaped alike, and made from a template of
+:mod:`.shaped_partitions` instead; after 64 layouts in a row not found, layouts are no longer
+looked up unless the listing's runs give them. The first partition of a layout or shape is
+resolved alone and becomes the template of both.
+
 What falls back to the plain way: a partition with an empty file, a partition folder nested in
 it, or entries that cannot be placed; one whose layout Hive's rules refuse (the plain way then
 raises the error, in its order of partitions); one listed with files outside its own folder;
 the files at the table root or outside it; a partition an out-of-order listing leaves files of
-among those; and every partition after 64 templates were made with none used again
-(partitions laid out each its own way). A layout that cannot be a template (a file listed
-twice) has its first partition resolved on its own and the others the plain way.
+among those; and a partition neither laid out nor shaped as one before once layouts are no
+longer looked up. A layout that cannot be a template (a file listed twice) has its first
+partition resolved on its own and the others the plain way.
 """
 
 from __future__ import annotations

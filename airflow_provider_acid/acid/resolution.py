@@ -14,8 +14,10 @@ by their schema (:mod:`.rows`). What cannot be placed so is listed in ``unrecogn
 :func:`check_placed` refuses the read view unless the caller chose to leave it out.
 
 Partitions laid out alike (the same relative paths) resolve alike: each after the first of its
-layout is made from that one's template (:mod:`.alike_partitions`). What resolution makes, the
-read view (bucket slices, data files, and the errors), is :mod:`.read_view`'s.
+layout is made from that one's template (:mod:`.alike_partitions`); so do partitions shaped
+alike, whose folders are named after write ids of their own (:mod:`.shaped_partitions`).
+What resolution makes, the read view (bucket slices, data files, and the errors), is
+:mod:`.read_view`'s.
 """
 
 from __future__ import annotations
