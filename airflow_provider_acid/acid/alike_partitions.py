@@ -212,6 +212,7 @@ class Resolver:
         prefix: str,
         layout: tuple[str, ...] | None = None,
         paths: list[str] | None = None,
+        sized: bool = False,
     ) -> bool:
         """Take ``partition`` to resolve, whose files (every file of it, in listing order, all
         below ``prefix``, which ends with ``/``) are ``files``. False when it is not resolved
@@ -226,8 +227,9 @@ class Resolver:
         :param files: its files.
         :param prefix: its folder.
         :param layout: the files' paths relative to ``prefix``, when known.
-        :param paths: the files' paths, when known."""
-        if 0 in map(SIZE_OF, files):
+        :param paths: the files' paths, when known.
+        :param sized: no file is known to be empty."""
+        if not sized and 0 in map(SIZE_OF, files):
             return False  # empty files are no data; rare, so left to the plain way
         if paths is None:
             paths = list(map(PATH_OF, files))
@@ -387,6 +389,7 @@ def resolve_listing(
     :param resolver: the resolver holding the write-id and transaction lists and the templates.
     """
     all_paths = list(map(PATH_OF, files))
+    sized = 0 not in map(SIZE_OF, files)  # else each partition is looked at
     runs, plain = _partition_runs(root, all_paths)
     taken: set[str] = set()
     add = resolver.add
@@ -398,7 +401,7 @@ def resolve_listing(
         else:
             in_partition = [f for start, end in spans for f in files[start:end]]
             paths = list(map(PATH_OF, in_partition))
-        if add(run.partition, in_partition, folder, run.layout, paths):
+        if add(run.partition, in_partition, folder, run.layout, paths, sized):
             taken.add(run.partition.path)
         else:
             plain += spans
