@@ -16,9 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from plain_resolution import ROOT, plainly, resolved
 
+from airflow_provider_acid.acid.acid_state import resolve_partition
 from airflow_provider_acid.acid.alike_partitions import Resolver, resolve_listing
 from airflow_provider_acid.acid.listing import StoredFile
+from airflow_provider_acid.acid.listing_groups import group_listing
 from airflow_provider_acid.acid.read_view import NotEnoughHistoryError
+from airflow_provider_acid.acid.resolution import resolve_files
 from airflow_provider_acid.acid.writeids import ValidTxnList, ValidWriteIdList
 
 # Folder patterns: (kind, first write, last write, statement) with writes as ranks 1, 2, ...
@@ -191,3 +194,28 @@ def test_a_nested_folder_among_partitions_shaped_alike_is_no_folder_of_the_shape
     expected = plainly(files)
     assert len(expected[1]) == 2  # the nested files cannot be placed
     assert resolved(files) == expected
+
+
+def test_metastore_partitions_shaped_alike_are_made_as_the_plain_way_makes_them(tmp_path):
+    from fsspec.implementations.local import LocalFileSystem
+
+    from airflow_provider_acid.acid.listing import list_table_files
+    from airflow_provider_acid.acid.resolution import resolve_partition_locations
+    from airflow_provider_acid.acid.source import PartitionLocation
+
+    for p in range(6):
+        for folder in (f"base_{10 * p + 1:07d}", f"delta_{10 * p + 2:07d}_{10 * p + 2:07d}_0000"):
+            for b in range(2):
+                path = tmp_path / "t" / f"dt={p}" / folder / f"bucket_{b:05d}"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(b"x" * (p + b + 1))
+    fs = LocalFileSystem()
+    root = str(tmp_path / "t")
+    locations = [PartitionLocation(f"dt={p}", f"{root}/dt={p}") for p in (3, 0, 1, 2, 4, 5)]
+    by_locations = resolve_partition_locations(root, locations, fs)
+    files = list_table_files(fs, root)
+    assert by_locations.partitions == resolve_files(root, files).partitions
+    assert by_locations.partitions == tuple(
+        resolve_partition(p, ValidWriteIdList.all_committed(), None, {})
+        for p in group_listing(root, files, False)[0]
+    )
