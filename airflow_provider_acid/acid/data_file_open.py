@@ -18,7 +18,7 @@ import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import IO
+from typing import IO, Any
 
 import pyarrow as pa
 import pyarrow.orc as pa_orc
@@ -29,7 +29,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from .hive_types import HiveType
 from .orc_timestamps import TRINO_WRITER, read_stripe
-from .ranged_reads import open_data_file
+from .ranged_reads import open_data_file, open_data_files
 from .read_view import DataFile
 
 #: Top-level columns of an ACID event file, in order, as Hive 3 names them.
@@ -174,15 +174,33 @@ def _orc_footer(handle: IO[bytes], path: str) -> tuple[HiveType, tuple[int, int]
     return file_type, bucket_range
 
 
-def open_file(fs: AbstractFileSystem, data_file: DataFile) -> OpenFile:
+def open_files(fs: AbstractFileSystem, data_files: Sequence[DataFile]) -> Iterator[OpenFile]:
+    """Each of ``data_files`` opened in turn (:func:`open_file`), the small ones after it
+    fetched ahead on object stores (:func:`.ranged_reads.open_data_files`). The caller closes
+    each file's ``handle``; close the iterator when stopping early.
+
+    :param fs: the filesystem the files are on.
+    :param data_files: the files, in the order they are read.
+    """
+    handles = open_data_files(fs, [(f.path, f.file.size) for f in data_files])
+    try:
+        for data_file, handle in zip(data_files, handles, strict=True):
+            yield open_file(fs, data_file, handle)
+    finally:
+        handles.close()
+
+
+def open_file(fs: AbstractFileSystem, data_file: DataFile, handle: Any = None) -> OpenFile:
     """Open one data file (ORC or Parquet) and read its footer; a damaged file is an
     :class:`AcidFormatError` naming it. The caller closes the returned file's ``handle``.
 
     :param fs: the filesystem the file is on.
     :param data_file: the file to open.
+    :param handle: the file already opened for reading (:mod:`.ranged_reads`), or None.
     """
     # on object stores the ranges it reads are fetched ahead, concurrently (ranged_reads)
-    handle = open_data_file(fs, data_file.path, data_file.file.size)
+    if handle is None:
+        handle = open_data_file(fs, data_file.path, data_file.file.size)
     try:
         magic = handle.read(4)
         handle.seek(0)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -50,7 +51,7 @@ from .data_file_open import (
     check_acid_version,
     encode_bucket_v1,
     is_bucket_codec_v1,
-    open_file,
+    open_files,
 )
 from .evolution import EvolutionError, column_sources, convert
 from .hive_types import HiveType, pad_char
@@ -273,8 +274,12 @@ class SliceReader:
     def data_batches(self) -> Iterator[RowBatch]:
         """Every data row of the slice (originals, base, deltas in Hive's order), batch by batch."""
         offsets: dict[str, int] = {}  # synthetic row ids continue per folder (or partition root)
-        for data_file in self.slice.data_files:
-            opened = open_file(self.fs, data_file)
+        with closing(open_files(self.fs, self.slice.data_files)) as files:
+            yield from self._files_rows(files, offsets)
+
+    def _files_rows(self, files: Iterator[OpenFile], offsets: dict[str, int]) -> Iterator[RowBatch]:
+        for opened in files:
+            data_file = opened.data_file
             try:
                 self.rows_in_files += opened.rows
                 if opened.rows == 0:
@@ -377,8 +382,14 @@ class SliceReader:
     def delete_batches(self, with_current: bool = False) -> Iterator[DeleteBatch]:
         """The delete events of the slice's delete deltas, minus those of invalid writes;
         ``with_current`` keeps each event's deleting write (``currentTransaction``) too."""
-        for data_file in self.slice.delete_delta_files:
-            opened = open_file(self.fs, data_file)
+        with closing(open_files(self.fs, self.slice.delete_delta_files)) as files:
+            yield from self._delete_events(files, with_current)
+
+    def _delete_events(
+        self, files: Iterator[OpenFile], with_current: bool
+    ) -> Iterator[DeleteBatch]:
+        for opened in files:
+            data_file = opened.data_file
             try:
                 if opened.rows == 0:
                     continue
