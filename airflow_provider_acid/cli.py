@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -479,5 +481,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
 
 
+def console_main() -> None:
+    """The ``airflow-acid`` command: :func:`main`, then the process ends without running the
+    native libraries' static destructors. Their teardown at interpreter exit (pyarrow's and
+    ORC's threads) sometimes aborted a finished ``changes`` run with "terminate called
+    without an active exception" (exit 134) after its output was complete; everything
+    Python-side is flushed and shut down first."""
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can be said
+            pass
+    logging.shutdown()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()

@@ -105,6 +105,6 @@ def test_the_wheel_holds_the_entry_points_and_package_data(dist):
         text = archive.read(entry_points).decode()
     assert "provider_info = airflow_provider_acid:get_provider_info" in text
     assert "acid_reports = airflow_provider_acid.plugins.reports:AcidReportsPlugin" in text
-    assert "airflow-acid = airflow_provider_acid.cli:main" in text
+    assert "airflow-acid = airflow_provider_acid.cli:console_main" in text
     assert "airflow_provider_acid/operators/lineage_facets.schema.json" in names
     assert not [n for n in names if n.startswith(("tests/", "dags/", "scripts/"))]
