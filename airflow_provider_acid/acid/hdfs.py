@@ -10,7 +10,8 @@ namenodes answer WebHDFS is a setting (``namenodes``: the acid connection's
 
 or as text, ``AUTHORITY=URL[,URL...][;AUTHORITY=...]``. An HA nameservice lists its namenodes;
 the active one is the first that answers a status call (a standby answers with Hadoop's
-``StandbyException``). With ``kerberos`` on (``hdfs_kerberos``, ``--hdfs-kerberos``,
+``StandbyException``), and it is found again when, after a failover, it answers a call as the
+standby. With ``kerberos`` on (``hdfs_kerberos``, ``--hdfs-kerberos``,
 ``$ACID_HDFS_KERBEROS=1``) every request negotiates SPNEGO with the login
 (:class:`~airflow_provider_acid.kerberos.KerberosLogin`: ``kerberos_principal`` and
 ``kerberos_keytab``, or the ticket cache), renewed before it expires.
@@ -235,6 +236,20 @@ class HdfsFileSystem(WebHDFS):
         )
 
     def _call(self, op, method="get", path=None, data=None, redirect=True, **kwargs):  # noqa: ANN001, ANN202
+        """One WebHDFS call; when the namenode has become the standby of an HA nameservice (a
+        failover since it was found active), the active one is found again and the call made
+        there, once."""
+        try:
+            return self._call_once(op, method, path, data, redirect, **kwargs)
+        except RuntimeError as exc:  # fsspec's error for a RemoteException it has no class for
+            if "in state standby" not in str(exc) or len(self.namenodes) < 2:
+                raise
+        active = self._active(self.namenodes, self.user)
+        parts = urlsplit(active)
+        self.url = f"{parts.scheme}://{parts.netloc}/webhdfs/v1"
+        return self._call_once(op, method, path, data, redirect, **kwargs)
+
+    def _call_once(self, op, method, path, data, redirect, **kwargs):  # noqa: ANN001, ANN202
         try:
             return super()._call(op, method, path, data, redirect, **kwargs)
         except PermissionError as exc:
