@@ -276,6 +276,23 @@ class HdfsFileSystem(WebHDFS):
                 raise FileExistsError(17, "HDFS rename: the target exists", path2)
             raise FileNotFoundError(2, "HDFS rename failed", path1)
 
+    def replace(self, source: str, target: str) -> None:
+        """Rename the complete file ``source`` to ``target``, replacing a file there: HDFS
+        renames never replace, so an existing ``target`` is removed first (a reader between
+        the two steps finds no file, never half of one).
+
+        :param source: the complete file, usually a hidden temporary beside ``target``.
+        :param target: its name.
+        """
+        source, target = self._strip_protocol(source), self._strip_protocol(target)
+        if self._rename(source, target):
+            return
+        if self.isdir(target):
+            raise IsADirectoryError(21, "HDFS: a folder has the file's name", target)
+        self.rm(target)
+        if not self._rename(source, target):
+            raise FileExistsError(17, "HDFS: written by another writer meanwhile", target)
+
     def _rename(self, source: str, target: str) -> bool:
         answer = self._call(
             "RENAME", method="put", path=source, destination=self._strip_protocol(target)
@@ -312,15 +329,11 @@ class HdfsFileSystem(WebHDFS):
         temporary = posixpath.join(parent, f".{name}.{uuid.uuid4().hex}.tmp")
         self._create(temporary, bytes(value))
         try:
-            if self._rename(temporary, path):
-                return
             if mode == "create":
-                raise FileExistsError(17, "HDFS: the file exists", path)
-            if self.isdir(path):
-                raise IsADirectoryError(21, "HDFS: a folder has the file's name", path)
-            self.rm(path)  # HDFS renames never replace: the old one goes first
-            if not self._rename(temporary, path):
-                raise FileExistsError(17, "HDFS: written by another writer meanwhile", path)
+                if not self._rename(temporary, path):
+                    raise FileExistsError(17, "HDFS: the file exists", path)
+            else:
+                self.replace(temporary, path)
         except BaseException:
             try:
                 self.rm(temporary)

@@ -18,8 +18,11 @@ the next writer of the same files, by later commits and by expiry. A writer hold
 ``flock`` on its temporary while it writes (:func:`open_temporary`), which the kernel drops
 when the process dies, kill -9 included: a cleaner removes only temporaries it can lock
 (:func:`remove_temporary`), never one another process is still writing. The file is created
-as ``.<name>.<hex>.new``, locked, then renamed to its ``.tmp`` name, so that no cleaner sees it
-unlocked under that name; an unlocked ``.new`` is removed once older than a minute.
+without a name (``O_TMPFILE``), locked, then linked to its ``.tmp`` name, so that it never has
+a name while unlocked: a writer killed at any instant leaves nothing, or a temporary the next
+cleaner removes. Where the filesystem has no unnamed files, it is created as
+``.<name>.<hex>.new``, locked, then renamed to its ``.tmp`` name; an unlocked ``.new`` is
+removed once older than a minute (its writer may be between creating and locking it).
 
 :func:`create_exclusive` creates a file only if it does not exist yet (the commit lock): an
 ``O_EXCL`` hard link locally, ``If-None-Match: *`` on S3 (s3fs ``mode="create"``), on HDFS a
@@ -29,6 +32,7 @@ complete temporary renamed to the name (HDFS renames refuse an existing target; 
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import posixpath
@@ -42,7 +46,7 @@ from typing import BinaryIO
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
-from . import hdfs as _hdfs  # noqa: F401 - makes hdfs:// fsspec's WebHDFS-backed protocol
+from . import hdfs as _hdfs  # also makes hdfs:// fsspec's WebHDFS-backed protocol
 
 #: ``.<name>.<uuid hex>.tmp``: a file being written, renamed to ``<name>`` when complete
 #: (``.new`` for the instant between its creation and its writer's lock, see open_temporary).
@@ -57,6 +61,22 @@ def renames_atomically(fs: AbstractFileSystem) -> bool:
     return isinstance(fs, LocalFileSystem)
 
 
+def renames_whole(fs: AbstractFileSystem) -> bool:
+    """True where a complete file can be renamed to its name: local disks, and HDFS (through
+    WebHDFS, whose renames are atomic but never replace). A data file is written under a
+    hidden temporary name there (:func:`temporary_path`), then :func:`place_whole`."""
+    return renames_atomically(fs) or isinstance(fs, _hdfs.HdfsFileSystem)
+
+
+def place_whole(fs: AbstractFileSystem, temporary: str, path: str) -> None:
+    """Rename the complete ``temporary`` to ``path``, replacing a file there (see
+    :func:`renames_whole`)."""
+    if renames_atomically(fs):
+        os.replace(temporary, path)
+    else:
+        fs.replace(temporary, path)
+
+
 def temporary_path(path: str) -> str:
     """A hidden, unique name beside ``path`` to write it under before the rename."""
     parent, name = posixpath.split(path)
@@ -65,7 +85,43 @@ def temporary_path(path: str) -> str:
 
 def open_temporary(path: str) -> BinaryIO:
     """Create the local temporary ``path`` for writing, holding an exclusive lock on it until
-    it is closed (or its process dies), so that no cleaner removes it meanwhile."""
+    it is closed (or its process dies), so that no cleaner removes it meanwhile. The file has
+    its name only once locked (see the module docstring)."""
+    folder, name = os.path.split(path)
+    handle = _open_unnamed(folder or ".")
+    if handle is None:
+        return _open_pending(path)
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        directory = os.open(folder or ".", os.O_RDONLY | os.O_DIRECTORY)
+        try:  # linkat(AT_SYMLINK_FOLLOW) of the open file: the name appears already locked
+            os.link(f"/proc/self/fd/{handle.fileno()}", name, dst_dir_fd=directory)
+        finally:
+            os.close(directory)
+    except BaseException:
+        handle.close()
+        raise
+    return handle
+
+
+def _open_unnamed(folder: str) -> BinaryIO | None:
+    """A new file in ``folder`` with no name yet, open for writing; None where the filesystem
+    (or the platform) has no ``O_TMPFILE``."""
+    flag = getattr(os, "O_TMPFILE", None)
+    if flag is None or not os.path.isdir("/proc/self/fd"):
+        return None
+    try:
+        descriptor = os.open(folder, flag | os.O_WRONLY, 0o666)
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+            return None
+        raise
+    return os.fdopen(descriptor, "wb")
+
+
+def _open_pending(path: str) -> BinaryIO:
+    """``open_temporary`` where files cannot be created unnamed: created as ``.new``, locked,
+    then renamed to ``path``."""
     pending = path[: -len(".tmp")] + ".new" if path.endswith(".tmp") else path + ".new"
     handle = open(pending, "xb")  # noqa: SIM115 - the caller closes it
     try:

@@ -7,7 +7,9 @@ No file is ever visible half-written. On a local filesystem each file is written
 temporary name in its folder (``.part-....parquet.<hex>.tmp``, see :mod:`..acid.storage`),
 synced and renamed into place once its footer is written; pyarrow writes it through its own
 file (a Python handle holds the temporary's lock) and the disk starts writing each row group
-at once (:func:`start_writeback`). On object stores the file is one
+at once (:func:`start_writeback`). On HDFS the file is written under the same hidden name
+and renamed over its name once closed (WebHDFS writes a file in place as it goes, so a reader
+or a killed writer would otherwise leave half of it at its name). On object stores the file is one
 upload (a PUT, or a multipart upload for files past the block size) that completes only when
 the file is closed; after an error :meth:`BucketFileWriter.abort` discards it instead. A
 killed process never completes an upload: the object does not appear.
@@ -37,8 +39,10 @@ from fsspec.spec import AbstractBufferedFile
 from ..acid.hive_types import hive_field
 from ..acid.storage import (
     open_temporary,
+    place_whole,
     remove_temporaries,
     renames_atomically,
+    renames_whole,
     temporary_path,
 )
 from ..acid.table_columns import TableColumns
@@ -130,7 +134,7 @@ class BucketFileWriter:
         self._rows += table.num_rows
         if self._handle.tell() >= self.settings["target_file_size"]:
             self._close_file()
-        elif self._temporary is not None and not last:  # the last goes with the fsync
+        elif self._lock is not None and not last:  # the last goes with the fsync
             start_writeback(self._handle.fileno())
 
     def _open(self, first: pa.Table) -> None:
@@ -150,14 +154,15 @@ class BucketFileWriter:
                 self._lock = self._temporary = None
                 raise
         else:
-            self._temporary = None
+            # HDFS: under a hidden temporary name, renamed over the name once closed
+            self._temporary = temporary_path(absolute) if renames_whole(self.fs) else None
             if not _is_object_store(self.fs):
                 self.fs.makedirs(posixpath.dirname(absolute), exist_ok=True)
             # buffered in parts of PART_BYTES (or the filesystem's smaller block size): a larger
             # file is a multipart upload, its parts sent as it is written, completed (visible)
             # only when it is closed
             part = min(PART_BYTES, getattr(self.fs, "default_block_size", None) or PART_BYTES)
-            self._handle = self.fs.open(absolute, "wb", block_size=part)
+            self._handle = self.fs.open(self._temporary or absolute, "wb", block_size=part)
         compression = self.settings["compression"]
         self._writer = pq.ParquetWriter(
             self._handle,
@@ -174,12 +179,16 @@ class BucketFileWriter:
         assert self._writer is not None
         self._writer.close()
         absolute = self._absolute(self._path)
-        if self._temporary is not None:
+        if self._lock is not None:  # a local temporary
             os.fsync(self._handle.fileno())
             os.replace(self._temporary, absolute)  # the complete file appears at once
             self._handle.close()
             self._lock.close()  # (drops its lock)
             self._temporary = self._lock = None
+        elif self._temporary is not None:  # HDFS
+            self._handle.close()
+            place_whole(self.fs, self._temporary, absolute)
+            self._temporary = None
         else:
             self._handle.close()  # completes the upload
         size = int(self.fs.info(absolute)["size"])
@@ -209,7 +218,7 @@ class BucketFileWriter:
         except Exception:  # noqa: BLE001 - cleaning up after another error
             pass
         try:
-            if temporary is not None:
+            if lock is not None:
                 os.unlink(temporary)
                 handle.close()
                 lock.close()

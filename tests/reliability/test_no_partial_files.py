@@ -280,7 +280,7 @@ def test_a_cleaner_leaves_a_locked_temporary_and_a_fresh_pending_one(tmp_path):
 
     fs = LocalFileSystem()
     live = temporary_path(str(tmp_path / "a.parquet"))
-    handle = open_temporary(live)  # a live writer: created as .new, locked, renamed
+    handle = open_temporary(live)  # a live writer: created unnamed, locked, linked
     handle.write(b"PAR1")
     pending = Path(temporary_path(str(tmp_path / "b.parquet"))).with_suffix(".new")
     pending.write_bytes(b"")  # created an instant ago, not locked yet
@@ -294,6 +294,79 @@ def test_a_cleaner_leaves_a_locked_temporary_and_a_fresh_pending_one(tmp_path):
     assert Path(live).exists() and pending.exists()
     handle.close()  # the writer is gone: its temporary can go
     assert remove_temporaries(fs, str(tmp_path), lambda n: n == "a.parquet") == [live]
+
+
+def test_a_temporary_has_no_name_until_it_is_locked(tmp_path, monkeypatch):
+    import fcntl
+
+    from airflow_provider_acid.acid import storage
+
+    names_when_locked = []
+    lock = fcntl.flock
+
+    def flock(descriptor, operation):
+        names_when_locked.append(sorted(os.listdir(tmp_path)))
+        return lock(descriptor, operation)
+
+    monkeypatch.setattr(storage.fcntl, "flock", flock)
+    path = temporary_path(str(tmp_path / "a.parquet"))
+    with storage.open_temporary(path) as handle:
+        handle.write(b"PAR1")
+        assert os.listdir(tmp_path) == [os.path.basename(path)]
+    assert names_when_locked == [[]]  # nothing had a name before its lock was taken
+    assert oct(os.stat(path).st_mode & 0o777) == oct(0o666 & ~_umask())
+
+
+def test_without_unnamed_files_a_temporary_is_created_pending_then_renamed(tmp_path, monkeypatch):
+    from airflow_provider_acid.acid import storage
+
+    monkeypatch.delattr(os, "O_TMPFILE", raising=False)  # a platform without O_TMPFILE
+    path = temporary_path(str(tmp_path / "a.parquet"))
+    with storage.open_temporary(path) as handle:
+        handle.write(b"PAR1")
+        assert os.listdir(tmp_path) == [os.path.basename(path)]  # the .new renamed
+        assert remove_temporaries(LocalFileSystem(), str(tmp_path)) == []  # locked: kept
+    assert remove_temporaries(LocalFileSystem(), str(tmp_path)) == [path]
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_writers_killed_at_any_instant_leave_only_temporaries_a_cleaner_removes(tmp_path):
+    """kill -9 of processes creating temporaries in a loop (the chaos run's commit killed at
+    0.00 s once left a ``.new`` file no cleaner would remove for a minute)."""
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    child = (
+        "import sys\n"
+        "from airflow_provider_acid.acid.storage import open_temporary, temporary_path\n"
+        "print('ready', flush=True)\n"
+        "held = []\n"
+        "while True:\n"
+        "    held.append(open_temporary(temporary_path(sys.argv[1] + '/part.parquet')))\n"
+        "    held[-1].write(b'PAR1')\n"
+        "    if len(held) > 50:\n"
+        "        held.pop(0).close()\n"
+    )
+    rng = random.Random(7)
+    for _ in range(6):
+        process = subprocess.Popen(
+            [sys.executable, "-c", child, str(tmp_path)], stdout=subprocess.PIPE
+        )
+        assert process.stdout is not None and process.stdout.readline() == b"ready\n"
+        time.sleep(rng.uniform(0.05, 0.3))
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    assert os.listdir(tmp_path), "the writers wrote nothing before they were killed"
+    remove_temporaries(LocalFileSystem(), str(tmp_path))
+    assert os.listdir(tmp_path) == []
 
 
 def test_a_storage_error_names_the_object_it_was_about(tmp_path):

@@ -1,0 +1,87 @@
+"""Snapshot data files written to a real HDFS appear whole: WebHDFS writes a file in place as
+it goes, so the writer uses a hidden temporary beside the name and renames it over the name
+once closed; a killed writer's temporary is removed by the next attempt."""
+
+from __future__ import annotations
+
+import posixpath
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_provider_acid.acid.hdfs import HdfsFileSystem
+from airflow_provider_acid.acid.listing import resolve_filesystem
+from airflow_provider_acid.acid.storage import TEMPORARY_NAME, temporary_path
+from airflow_provider_acid.output import parquet_files
+from airflow_provider_acid.output.parquet_files import BucketFileWriter
+
+SETTINGS = {
+    "row_group_rows": 1000,
+    "target_file_size": 1 << 30,
+    "compression": "zstd",
+    "compression_level": None,
+}
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
+
+
+def _rows(first: int, count: int) -> pa.Table:
+    ids = list(range(first, first + count))
+    return pa.table({"id": ids, "name": [f"n{i}" for i in ids]}, schema=SCHEMA)
+
+
+@pytest.fixture
+def out(hdfs_plain, monkeypatch) -> tuple[HdfsFileSystem, str]:
+    monkeypatch.setenv("ACID_HDFS_NAMENODES", hdfs_plain.namenodes)
+    monkeypatch.setattr(parquet_files, "PART_BYTES", 1024)  # sent to HDFS as it is written
+    fs, root = resolve_filesystem(hdfs_plain.folder() + "/out")
+    assert isinstance(fs, HdfsFileSystem)
+    return fs, root
+
+
+def _names(fs: HdfsFileSystem, folder: str) -> list[str]:
+    return sorted(posixpath.basename(p) for p in fs.ls(folder, detail=False))
+
+
+def test_an_hdfs_data_file_is_hidden_until_it_is_whole(out):
+    fs, root = out
+    writer = BucketFileWriter(fs, root, "p=a", "0123456789abcdef", 3, SCHEMA, SETTINGS)
+    writer.write(_rows(0, 2500))  # two row groups flushed to HDFS, the file still open
+    folder = f"{root}/p=a"
+    during = _names(fs, folder)
+    assert len(during) == 1 and TEMPORARY_NAME.match(during[0]), during  # hidden while written
+    assert fs.info(f"{folder}/{during[0]}")["size"] > 0  # the bytes are on HDFS already
+
+    (written,) = writer.close()
+
+    assert _names(fs, folder) == [posixpath.basename(written.path)]
+    with fs.open(f"{root}/{written.path}", "rb") as handle:
+        table = pq.read_table(handle)
+    assert table.num_rows == written.rows == 2500
+    assert table.column("id").to_pylist() == list(range(2500))
+    assert written.size == fs.info(f"{root}/{written.path}")["size"]
+
+
+def test_a_rerun_replaces_the_file_and_removes_a_killed_attempts_temporary(out):
+    fs, root = out
+    name = f"{root}/p=a/part-0123456789abcdef-00000-0000.parquet"
+    fs.pipe_file(temporary_path(name), b"PAR1 half of a file")  # what a killed attempt left
+    first = BucketFileWriter(fs, root, "p=a", "0123456789abcdef", 0, SCHEMA, SETTINGS)
+    assert len(first.remove_leftovers()) == 1
+    first.write(_rows(0, 10))
+    (one,) = first.close()
+    again = BucketFileWriter(fs, root, "p=a", "0123456789abcdef", 0, SCHEMA, SETTINGS)
+    again.write(_rows(100, 20))
+    (two,) = again.close()  # same name: HDFS renames never replace, the old file goes first
+
+    assert one.path == two.path and _names(fs, f"{root}/p=a") == [posixpath.basename(two.path)]
+    with fs.open(f"{root}/{two.path}", "rb") as handle:
+        assert pq.read_table(handle).column("id").to_pylist() == list(range(100, 120))
+
+
+def test_an_aborted_hdfs_file_leaves_nothing(out):
+    fs, root = out
+    writer = BucketFileWriter(fs, root, "p=a", "0123456789abcdef", 1, SCHEMA, SETTINGS)
+    writer.write(_rows(0, 1500))
+    writer.abort()
+    assert _names(fs, f"{root}/p=a") == []
