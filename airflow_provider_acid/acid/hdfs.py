@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import posixpath
+import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -113,15 +114,26 @@ class _SpnegoAuth(requests.auth.AuthBase):
     negotiation, so a renewed ticket is the one presented."""
 
     def __init__(self, login: KerberosLogin) -> None:
-        from requests_gssapi import OPTIONAL, HTTPSPNEGOAuth
-
         self.login = login
-        self._auth = HTTPSPNEGOAuth(mutual_authentication=OPTIONAL)
+        self._local = threading.local()
 
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        from requests_gssapi import OPTIONAL, HTTPSPNEGOAuth
+
+        # One negotiation per thread: HTTPSPNEGOAuth keeps each host's security context and
+        # credentials between a request and its 401 answer, which threads listing partitions
+        # side by side would otherwise overwrite (a refused listing, seen as a missing folder).
+        auth = getattr(self._local, "auth", None)
+        if auth is None:
+            auth = self._local.auth = HTTPSPNEGOAuth(mutual_authentication=OPTIONAL)
         host = urlsplit(request.url).hostname or ""
-        self._auth.creds = self.login.credentials(service=f"HTTP/{host}")
-        return self._auth(request)
+        auth.creds = self.login.credentials(service=f"HTTP/{host}")
+        return auth(request)
+
+
+def _raise_unless_gone(error: Exception) -> None:
+    if not isinstance(error, FileNotFoundError):
+        raise error
 
 
 class HdfsFileSystem(WebHDFS):
@@ -214,6 +226,23 @@ class HdfsFileSystem(WebHDFS):
         raise HdfsEndpointError(
             f"hdfs://{self.authority}: no active namenode among {', '.join(problems)}"
         )
+
+    def walk(self, path: str, maxdepth: int | None = None, topdown: bool = True,
+             on_error: Any = None, **kwargs: Any) -> Any:  # fmt: skip
+        """fsspec's walk (under ``find``), a folder whose listing fails raised instead of
+        left out: only a folder gone since its parent was listed is empty. A table's listing
+        must never drop files silently.
+
+        :param path: the folder.
+        :param maxdepth: how deep to go (None: all the way).
+        :param topdown: parents before their children.
+        :param on_error: as fsspec's; by default every error but a vanished folder raises.
+        :param kwargs: passed on to ``ls``.
+        """
+        return super().walk(
+            path, maxdepth=maxdepth, topdown=topdown, on_error=on_error or _raise_unless_gone,
+            **kwargs,
+        )  # fmt: skip
 
     @classmethod
     def _strip_protocol(cls, path: str) -> str:

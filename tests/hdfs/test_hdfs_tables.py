@@ -163,6 +163,13 @@ def test_permission_denied_on_hdfs_names_the_path_and_the_principal(kerberos_tab
     with pytest.raises(PermissionError, match="intruder"):
         outsider.pipe_file(f"{table_dir}/_not_yours", b"x")
     assert not fs.exists(f"{table_dir}/_not_yours")
+    # A folder that may not be listed fails a listing of the table: it is not left out of it.
+    private = f"{table_dir}/_private"
+    fs.pipe_file(f"{private}/kept", b"x")
+    fs.chmod(private, "700")
+    with pytest.raises(PermissionError, match="_private"):
+        outsider.find(table_dir)
+    assert f"{fs._strip_protocol(private)}/kept" in fs.find(table_dir)  # its owner lists it
 
 
 def test_whole_writes_and_the_exclusive_create_on_webhdfs(kerberos_table):
