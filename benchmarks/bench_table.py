@@ -47,11 +47,27 @@ def _rows(first_id: int, count: int) -> Any:
     )
 
 
-def generate(root: Path, buckets: int, base_rows: int, delta_rows: int, delete_rows: int) -> str:
-    """Write the table (unless already there); returns its valid write-id list."""
+def generate(
+    root: Path,
+    buckets: int,
+    base_rows: int,
+    delta_rows: int,
+    delete_rows: int,
+    clustered: bool = False,
+    stripe_rows: int = 100_000,
+) -> str:
+    """Write the table (unless already there); returns its valid write-id list.
+
+    Each delete delta deletes about ``delete_rows`` rows: drawn at random from the live rows,
+    or, ``clustered``, the base's next ``delete_rows`` ids (``DELETE ... WHERE id <= N``, as a
+    retention job on a column that follows insertion order would). ORC stripes hold
+    ``stripe_rows`` rows.
+    """
     marker = root / "_generated.json"
     if marker.exists():
         return json.loads(marker.read_text())["write_ids"]
+    import pyarrow.compute as pc
+
     from airflow_provider_acid.testing.table_writer import AcidTableWriter
 
     shutil.rmtree(root, ignore_errors=True)
@@ -68,6 +84,7 @@ def generate(root: Path, buckets: int, base_rows: int, delta_rows: int, delete_r
         buckets=buckets,
         bucket_by="id",
         table_name="bench",
+        stripe_rows=stripe_rows,
     )
     table.insert_overwrite(_rows(1, base_rows))
     next_id = base_rows + 1
@@ -75,6 +92,9 @@ def generate(root: Path, buckets: int, base_rows: int, delta_rows: int, delete_r
         table.insert(_rows(next_id, delta_rows))
         next_id += delta_rows
     for seed in range(DELETE_DELTAS):
+        if clustered:
+            table.delete(pc.field("id") <= (seed + 1) * delete_rows)
+            continue
         live = table.expected_identities().num_rows
         table.delete(table.sample_identities(delete_rows / live, seed=seed))
     write_ids = table.valid_write_ids()
@@ -83,16 +103,24 @@ def generate(root: Path, buckets: int, base_rows: int, delta_rows: int, delete_r
     return write_ids
 
 
-def generate_in_child(root: Path, *sizes: int) -> str:
+def generate_in_child(
+    root: Path, *sizes: int, clustered: bool = False, stripe_rows: int = 100_000
+) -> str:
     """:func:`generate` in its own process: this one stays small, so the peak RSS the kernel
     reports for the measured processes (forked from it) is theirs alone."""
     command = [sys.executable, __file__, "_generate", str(root), *map(str, sizes)]
+    command += [str(stripe_rows)] + (["clustered"] if clustered else [])
     output = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout
     return output.strip().splitlines()[-1]
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "_generate":
-        print(generate(Path(sys.argv[2]), *(int(a) for a in sys.argv[3:7])))
+        sizes = (int(a) for a in sys.argv[3:7])
+        clustered = sys.argv[8:9] == ["clustered"]
+        print(generate(Path(sys.argv[2]), *sizes, clustered, int(sys.argv[7])))
     else:
-        sys.exit("usage: bench_table.py _generate ROOT BUCKETS BASE_ROWS DELTA_ROWS DELETE_ROWS")
+        sys.exit(
+            "usage: bench_table.py _generate ROOT BUCKETS BASE_ROWS DELTA_ROWS DELETE_ROWS "
+            "STRIPE_ROWS [clustered]"
+        )

@@ -109,6 +109,7 @@ def run_child(table: str, out: str, workers: int, options: dict[str, Any] | None
         raise RuntimeError(f"the compaction of {table} failed")
     result = json.loads(output.strip().splitlines()[-1])
     result["peak_rss_mib"] = usage.ru_maxrss / 1024
+    result["cpu_seconds"] = usage.ru_utime + usage.ru_stime
     return result
 
 
@@ -331,8 +332,9 @@ def main(argv: list[str] | None = None) -> int:
             remotes.append(remote)
             shutil.rmtree(data / BUCKET / out.rpartition("/")[2], ignore_errors=True)
             print(
-                f"  round {round_number + 1}: local {locals_[-1]['seconds']:.2f} s, "
-                f"S3 {label} {remote['seconds']:.2f} s ({sum(remote['requests'].values())} "
+                f"  round {round_number + 1}: local {locals_[-1]['seconds']:.2f} s "
+                f"(CPU {locals_[-1]['cpu_seconds']:.2f} s), S3 {label} {remote['seconds']:.2f} s "
+                f"(CPU {remote['cpu_seconds']:.2f} s; {sum(remote['requests'].values())} "
                 f"requests, {remote['peak_rss_mib']:.0f} MiB)",
                 file=sys.stderr,
             )

@@ -13,33 +13,48 @@ is then made from the template with a few C-level passes over its files
 (tests/acid/test_snapshot_templates.py
 checks that the result is what the plain way gives).
 
+Partitions laid out each their own way (compacted each on its own, so with folders named
+after write ids of their own) are mostly shaped alike, and made from a template of
+:mod:`.shaped_partitions` instead; after 64 layouts in a row not found, layouts are no longer
+looked up unless the listing's runs give them. The first partition of a layout or shape is
+resolved alone and becomes the template of both.
+
 What falls back to the plain way: a partition with an empty file, a partition folder nested in
 it, or entries that cannot be placed; one whose layout Hive's rules refuse (the plain way then
 raises the error, in its order of partitions); one listed with files outside its own folder;
 the files at the table root or outside it; a partition an out-of-order listing leaves files of
-among those; and every partition after 64 templates were made with none used again
-(partitions laid out each its own way). A layout that cannot be a template (a file listed
-twice) has its first partition resolved on its own and the others the plain way.
+among those; and a partition neither laid out nor shaped as one before once layouts are no
+longer looked up. A layout that cannot be a template (a file listed twice) has its first
+partition resolved on its own and the others the plain way.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import chain, cycle, islice, repeat
-from operator import add, attrgetter, getitem, itemgetter
-from typing import Any
+from itertools import chain, cycle, repeat
+from operator import add, getitem
 
 from .acid_state import Plan, resolve_partition
+from .bulk import (
+    PATH_OF,
+    SIZE_OF,
+    cut,
+    each_repeated,
+    filled,
+    new_data_files,
+    new_slices,
+    new_views,
+    taker,
+)
 from .listing import StoredFile
 from .listing_groups import group_listing
 from .names import BaseDir, DeltaDir
 from .partitions import Partition, parse_partition_component
 from .read_view import (
+    CHOSEN_DELTA_SETTERS,
     AcidLayoutError,
-    BucketSlice,
     ChosenDelta,
     DataFile,
     ExcludedEntry,
@@ -48,31 +63,9 @@ from .read_view import (
     NotEnoughHistoryError,
     PartitionReadView,
     UnrecognisedEntry,
-    set_base_files,
-    set_bucket_id,
-    set_delete_delta_files,
-    set_delta_files,
-    set_delta_folder,
-    set_delta_invalid_write_ids,
-    set_delta_path,
-    set_delta_validity,
-    set_file,
-    set_kind,
-    set_original_files,
-    set_partition,
-    set_slice_bucket_id,
-    set_view_base,
-    set_view_base_path,
-    set_view_deltas,
-    set_view_excluded,
-    set_view_partition,
-    set_view_slices,
 )
+from .shaped_partitions import ShapedPartitions
 from .writeids import RangeValidity, ValidTxnList, ValidWriteIdList
-
-PATH_OF = attrgetter("path")
-_SIZE_OF = attrgetter("size")
-_consume = deque(maxlen=0).extend
 
 #: A partition laid out as one resolved before: (partition, its files, its folder with ``/``).
 _Alike = tuple[Partition, Sequence[StoredFile], str]
@@ -93,7 +86,7 @@ class _Group:
     def of(cls, groups: list[tuple[DataFile, ...]], position: dict[int, int]) -> _Group:
         data_files = [f for group in groups for f in group]
         return cls(
-            take=_taker(tuple(position[id(f.file)] for f in data_files)),
+            take=taker(tuple(position[id(f.file)] for f in data_files)),
             bucket_ids=tuple(f.bucket_id for f in data_files),
             kinds=tuple(f._kind for f in data_files),
             lengths=tuple(map(len, groups)),
@@ -104,11 +97,8 @@ class _Group:
         if not self.kinds:
             return repeat((), count * len(self.lengths))
         stored = list(chain.from_iterable(map(self.take, listed)))
-        data_files = list(map(object.__new__, repeat(DataFile, len(stored))))
-        _consume(map(set_file, data_files, stored))
-        _consume(map(set_bucket_id, data_files, cycle(self.bucket_ids)))
-        _consume(map(set_kind, data_files, cycle(self.kinds)))
-        return _cut(data_files, self.lengths, count)
+        data_files = new_data_files(stored, cycle(self.bucket_ids), cycle(self.kinds))
+        return cut(data_files, self.lengths, count)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,80 +151,41 @@ class _Template:
         the same order), made together: each kind of object in a few C-level passes."""
         count = len(alike)
         partitions, listed, prefixes = zip(*alike, strict=True)
-        new = object.__new__
-        originals, bases, deltas, delete_deltas = (g.make(listed, count) for g in self.groups)
-        per_partition = len(self.slice_buckets)
-        slices = list(map(new, repeat(BucketSlice, per_partition * count)))
-        _consume(map(set_partition, slices, _each_repeated(partitions, per_partition)))
-        _consume(map(set_slice_bucket_id, slices, cycle(self.slice_buckets)))
-        _consume(map(set_original_files, slices, originals))
-        _consume(map(set_base_files, slices, bases))
-        _consume(map(set_delta_files, slices, deltas))
-        _consume(map(set_delete_delta_files, slices, delete_deltas))
+        groups = [g.make(listed, count) for g in self.groups]
+        slices = new_slices(partitions, self.slice_buckets, groups)
         # the chosen deltas, with their partitions' paths
         per_partition = len(self.deltas)
-        chosen = list(map(new, repeat(ChosenDelta, per_partition * count)))
-        if chosen:
+        chosen: list[ChosenDelta] = []
+        if per_partition:
             folders, paths, validities, invalid = zip(*self.deltas, strict=True)
-            _consume(map(set_delta_folder, chosen, cycle(folders)))
-            in_partitions = _each_repeated(prefixes, per_partition)
-            _consume(map(set_delta_path, chosen, map(add, in_partitions, cycle(paths))))
-            _consume(map(set_delta_validity, chosen, cycle(validities)))
-            _consume(map(set_delta_invalid_write_ids, chosen, cycle(invalid)))
-        snapshots = list(map(new, repeat(PartitionReadView, count)))
-        _consume(map(set_view_partition, snapshots, partitions))
-        _consume(map(set_view_base, snapshots, repeat(self.base)))
-        base_paths = map(add, prefixes, repeat(self.base_path)) if self.base_path else None
-        _consume(map(set_view_base_path, snapshots, base_paths or repeat(None)))
-        _consume(map(set_view_deltas, snapshots, _cut(chosen, (per_partition,), count)))
-        _consume(map(set_view_slices, snapshots, _cut(slices, (len(slices) // count,), count)))
-        excluded = self.excluded
-        _consume(
-            map(
-                set_view_excluded,
-                snapshots,
-                (
-                    tuple(ExcludedEntry(prefix + path, *rest) for path, *rest in excluded)
-                    for prefix in prefixes
-                )
-                if excluded
-                else repeat(()),
+            in_partitions = each_repeated(prefixes, per_partition)
+            columns = (cycle(folders), map(add, in_partitions, cycle(paths)), cycle(validities))
+            chosen = filled(
+                ChosenDelta, per_partition * count, CHOSEN_DELTA_SETTERS, (*columns, cycle(invalid))
             )
+        base_paths = map(add, prefixes, repeat(self.base_path)) if self.base_path else None
+        excluded = self.excluded
+        return new_views(
+            partitions,
+            repeat(self.base),
+            base_paths or repeat(None),
+            chosen,
+            slices,
+            (
+                tuple(ExcludedEntry(prefix + path, *rest) for path, *rest in excluded)
+                for prefix in prefixes
+            )
+            if excluded
+            else repeat(()),
         )
-        return snapshots
-
-
-def _taker(order: tuple[int, ...]) -> Callable[[Sequence[StoredFile]], tuple[StoredFile, ...]]:
-    """``files -> tuple(files[k] for k in order)``, at C speed where it can be."""
-    if len(order) > 1:
-        return itemgetter(*order)
-    if order:
-        (only,) = order
-        return lambda files: (files[only],)
-    return lambda files: ()
-
-
-def _cut(items: list[Any], lengths: tuple[int, ...], times: int) -> Iterator[tuple[Any, ...]]:
-    """``items`` cut into consecutive tuples of ``lengths``, ``times`` over."""
-    if len(set(lengths)) == 1:  # all alike (one base file a slice, ...): zip cuts them
-        if not lengths[0]:
-            return repeat((), len(lengths) * times)
-        return zip(*[iter(items)] * lengths[0], strict=True)
-    consumed = iter(items)
-    return map(tuple, map(islice, repeat(consumed), islice(cycle(lengths), len(lengths) * times)))
-
-
-def _each_repeated(values: Iterable[Any], times: int) -> Iterator[Any]:
-    """Each of ``values`` ``times`` over: a, a, b, b, ..."""
-    return chain.from_iterable(map(repeat, values, repeat(times)))
 
 
 class Resolver:
     """Resolves partitions for one write-id and transaction list, each laid out as one
     resolved before from that one's template."""
 
-    #: Templates made with none of them used again: then the table's partitions are laid out
-    #: each its own way, and making more would only cost.
+    #: Layouts looked up in a row with none found: then the table's partitions are laid out
+    #: each its own way, and making more templates of layouts would only cost.
     _UNUSED_TEMPLATES_AT_MOST = 64
 
     def __init__(
@@ -250,7 +201,9 @@ class Resolver:
         #: The partitions resolved on their own, and those to make from each template.
         self.resolved: list[PartitionReadView] = []
         self.alike: dict[int, tuple[_Template, list[_Alike]]] = {}
-        self.reused = False  # a template used already
+        self.misses = 0  # layouts looked up in a row and not found
+        #: Partitions shaped alike, whose folders are named each their own way.
+        self.shaped = ShapedPartitions(write_ids, txns)
 
     def add(
         self,
@@ -258,44 +211,63 @@ class Resolver:
         files: Sequence[StoredFile],
         prefix: str,
         layout: tuple[str, ...] | None = None,
+        paths: list[str] | None = None,
+        sized: bool = False,
     ) -> bool:
         """Take ``partition`` to resolve, whose files (every file of it, in listing order, all
         below ``prefix``, which ends with ``/``) are ``files``. False when it is not resolved
         on its own here (files in folders of other partitions, entries that cannot be placed,
         a layout Hive's rules refuse, empty files): the caller resolves it the plain way.
 
-        ``layout``: the files' paths relative to ``prefix``, when known."""
-        if layout is None and self._given_up():
-            return False
-        if 0 in map(_SIZE_OF, files):
+        A partition laid out as one before is made from that one's template; else one shaped
+        as one before, from that one's (:mod:`.shaped_partitions`); else it is resolved alone
+        and becomes the template of both.
+
+        :param partition: the partition.
+        :param files: its files.
+        :param prefix: its folder.
+        :param layout: the files' paths relative to ``prefix``, when known.
+        :param paths: the files' paths, when known.
+        :param sized: no file is known to be empty."""
+        if not sized and 0 in map(SIZE_OF, files):
             return False  # empty files are no data; rare, so left to the plain way
-        if layout is None:
-            layout = tuple(map(getitem, map(PATH_OF, files), repeat(slice(len(prefix), None))))
-        relative = layout
-        template = self.templates.get(relative, False)
-        if template is None:
-            return False
-        if template is not False:
-            self.alike[id(template)][1].append((partition, files, prefix))
-            return True
-        if self._given_up():
+        if paths is None:
+            paths = list(map(PATH_OF, files))
+        if layout is None and not self._given_up():
+            layout = tuple(map(getitem, paths, repeat(slice(len(prefix), None))))
+        if layout is not None:
+            template = self.templates.get(layout, False)
+            if template is None:
+                return False
+            if template is not False:
+                self.alike[id(template)][1].append((partition, files, prefix))
+                self.misses = 0
+                return True
+            self.misses += 1
+        found = self.shaped.find(paths, prefix)
+        if found is not None:
+            taken = self.shaped.take(found, partition, files, prefix)
+            if taken is not None:
+                return taken
+        elif layout is None or self._given_up():
             return False
         snapshot = self._resolve_alone(partition, files, prefix)
+        if found is not None:
+            self.shaped.learn(found, snapshot, files, prefix)
+        if layout is not None and not self._given_up():
+            template = _Template.of(snapshot, files, prefix) if snapshot is not None else None
+            self.templates[layout] = template
+            if template is not None:
+                self.alike[id(template)] = (template, [])
         if snapshot is None:
-            self.templates[relative] = None
             return False
         self.resolved.append(snapshot)
-        template = self.templates[relative] = _Template.of(snapshot, files, prefix)
-        if template is not None:
-            self.alike[id(template)] = (template, [])
         return True
 
     def _given_up(self) -> bool:
-        """Templates made with none of them used (partitions laid out each its own way)."""
-        if self.reused or len(self.templates) < self._UNUSED_TEMPLATES_AT_MOST:
-            return False
-        self.reused = any(alike for _, alike in self.alike.values())
-        return not self.reused
+        """Layouts looked up in a row, none of them laid out as one before (the partitions
+        are laid out each its own way): no more are looked up unless the caller knows them."""
+        return self.misses > self._UNUSED_TEMPLATES_AT_MOST
 
     def snapshots(self) -> list[PartitionReadView]:
         """Every partition taken."""
@@ -303,7 +275,7 @@ class Resolver:
         for template, alike in self.alike.values():
             if alike:
                 made += template.make(alike)
-        return made
+        return made + self.shaped.snapshots()
 
     def _resolve_alone(
         self, partition: Partition, files: Sequence[StoredFile], prefix: str
@@ -338,9 +310,9 @@ def _partition_runs(root: str, paths: list[str]) -> tuple[dict[str, _Run], list[
 
     A listing sorted by path has each partition's files in one run, found by bisection, and
     its partitions often laid out alike: a run is first taken to be laid out as the one before
-    it, which costs one comparison of the paths to check. Returns the runs by partition folder
-    (with its trailing ``/``), and the spans (start, end) of the other files: those of the
-    table folder itself, or outside it."""
+    it, which costs one comparison of the paths to check, or else to have as many files.
+    Returns the runs by partition folder (with its trailing ``/``), and the spans (start, end)
+    of the other files: those of the table folder itself, or outside it."""
     prefix = root.rstrip("/") + "/"
     cut = len(prefix)
     runs: dict[str, _Run] = {}
@@ -348,6 +320,7 @@ def _partition_runs(root: str, paths: list[str]) -> tuple[dict[str, _Run], list[
     i, n = 0, len(paths)
     before: tuple[str, ...] | None = ()  # the layout of the run before
     misses = 0  # runs in a row not laid out as the one before
+    length = 0  # files in the run before
     while i < n:
         path = paths[i]
         components: list[str] = []
@@ -372,10 +345,18 @@ def _partition_runs(root: str, paths: list[str]) -> tuple[dict[str, _Run], list[
             or (end < n and paths[end].startswith(folder))
             or paths[i:end] != list(map(add, repeat(folder), before))
         ):
-            end = bisect_left(paths, folder[:-1] + "0", i)  # "0" follows "/"
-            below = list(map(str.startswith, paths[i:end], repeat(folder)))
-            if not all(below):  # a listing out of order
-                end = i + below.index(False)
+            end = i + length  # as many files as the run before, if so
+            if not (
+                length
+                and end <= n
+                and paths[end - 1].startswith(folder)
+                and (end == n or not paths[end].startswith(folder))
+                and all(map(str.startswith, paths[i:end], repeat(folder)))
+            ):
+                end = bisect_left(paths, folder[:-1] + "0", i)  # "0" follows "/"
+                below = list(map(str.startswith, paths[i:end], repeat(folder)))
+                if not all(below):  # a listing out of order
+                    end = i + below.index(False)
             layout = None
             if before is not None:
                 misses += 1
@@ -393,7 +374,7 @@ def _partition_runs(root: str, paths: list[str]) -> tuple[dict[str, _Run], list[
         else:
             run.spans.append((i, end))
             run.layout = None
-        i = end
+        length, i = end - i, end
     return runs, others
 
 
@@ -407,16 +388,20 @@ def resolve_listing(
     :param files: the listed files below it, in path order.
     :param resolver: the resolver holding the write-id and transaction lists and the templates.
     """
-    runs, plain = _partition_runs(root, list(map(PATH_OF, files)))
+    all_paths = list(map(PATH_OF, files))
+    sized = 0 not in map(SIZE_OF, files)  # else each partition is looked at
+    runs, plain = _partition_runs(root, all_paths)
     taken: set[str] = set()
     add = resolver.add
     for folder, run in runs.items():
         spans = run.spans
         if len(spans) == 1:
-            in_partition = files[spans[0][0] : spans[0][1]]
+            start, end = spans[0]
+            in_partition, paths = files[start:end], all_paths[start:end]
         else:
             in_partition = [f for start, end in spans for f in files[start:end]]
-        if add(run.partition, in_partition, folder, run.layout):
+            paths = list(map(PATH_OF, in_partition))
+        if add(run.partition, in_partition, folder, run.layout, paths, sized):
             taken.add(run.partition.path)
         else:
             plain += spans

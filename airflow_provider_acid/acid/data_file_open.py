@@ -18,7 +18,7 @@ import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import IO
+from typing import IO, Any
 
 import pyarrow as pa
 import pyarrow.orc as pa_orc
@@ -28,8 +28,8 @@ from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
 from .hive_types import HiveType
-from .orc_timestamps import TRINO_WRITER, read_stripe
-from .ranged_reads import open_data_file
+from .orc_timestamps import TRINO_WRITER, read_rows, read_stripe
+from .ranged_reads import open_data_file, open_data_files
 from .read_view import DataFile
 
 #: Top-level columns of an ACID event file, in order, as Hive 3 names them.
@@ -137,13 +137,52 @@ class OpenFile:
             if self.parquet is not None:
                 yield from self.parquet.iter_batches(batch_size=batch_rows, columns=columns)
                 return
-            assert self.orc is not None
-            for index in range(self.orc.nstripes):
-                stripe = read_stripe(
-                    self.orc, self._reopen, index, columns, timestamp_unit, self.trino_written
-                )
-                for start in range(0, stripe.num_rows, batch_rows):
-                    yield stripe.slice(start, batch_rows)
+        except FORMAT_ERRORS as exc:
+            raise AcidFormatError(f"{self.path}: unreadable data ({exc})") from None
+        for index in range(self.nstripes):
+            stripe = self.stripe(index, columns, timestamp_unit)
+            for start in range(0, stripe.num_rows, batch_rows):
+                yield stripe.slice(start, batch_rows)
+
+    @property
+    def nstripes(self) -> int:
+        """The number of stripes of an ORC file."""
+        assert self.orc is not None
+        return self.orc.nstripes
+
+    def stripe(
+        self, index: int, columns: list[str] | None, timestamp_unit: str = "us"
+    ) -> pa.RecordBatch:
+        """Stripe ``index`` of an ORC file, whole, as :meth:`stripes` reads it (a damaged
+        stripe is an :class:`AcidFormatError` naming the file).
+
+        :param index: the stripe's number.
+        :param columns: the top-level columns to read; None reads all.
+        :param timestamp_unit: the unit of the stripe's timestamps outside the ``ns`` range.
+        """
+        assert self.orc is not None
+        try:
+            return read_stripe(
+                self.orc, self._reopen, index, columns, timestamp_unit, self.trino_written
+            )
+        except FORMAT_ERRORS as exc:
+            raise AcidFormatError(f"{self.path}: unreadable data ({exc})") from None
+
+    def rows_of(self, column: str, first: int, count: int, timestamp_unit: str = "us") -> pa.Array:
+        """Rows ``first`` to ``first + count - 1`` (of the whole file) of one top-level column
+        of an ORC file, by seeking (:func:`.orc_timestamps.read_rows`: for a few rows only);
+        timestamps in ``timestamp_unit``.
+
+        :param column: the top-level column.
+        :param first: the first row's number in the file.
+        :param count: how many rows.
+        :param timestamp_unit: the unit of the timestamps read.
+        """
+        try:
+            return read_rows(
+                self._reopen, self.schema.field(column), first, count, timestamp_unit,
+                self.trino_written,
+            )  # fmt: skip
         except FORMAT_ERRORS as exc:
             raise AcidFormatError(f"{self.path}: unreadable data ({exc})") from None
 
@@ -174,15 +213,33 @@ def _orc_footer(handle: IO[bytes], path: str) -> tuple[HiveType, tuple[int, int]
     return file_type, bucket_range
 
 
-def open_file(fs: AbstractFileSystem, data_file: DataFile) -> OpenFile:
+def open_files(fs: AbstractFileSystem, data_files: Sequence[DataFile]) -> Iterator[OpenFile]:
+    """Each of ``data_files`` opened in turn (:func:`open_file`), the small ones after it
+    fetched ahead on object stores (:func:`.ranged_reads.open_data_files`). The caller closes
+    each file's ``handle``; close the iterator when stopping early.
+
+    :param fs: the filesystem the files are on.
+    :param data_files: the files, in the order they are read.
+    """
+    handles = open_data_files(fs, [(f.path, f.file.size) for f in data_files])
+    try:
+        for data_file, handle in zip(data_files, handles, strict=True):
+            yield open_file(fs, data_file, handle)
+    finally:
+        handles.close()
+
+
+def open_file(fs: AbstractFileSystem, data_file: DataFile, handle: Any = None) -> OpenFile:
     """Open one data file (ORC or Parquet) and read its footer; a damaged file is an
     :class:`AcidFormatError` naming it. The caller closes the returned file's ``handle``.
 
     :param fs: the filesystem the file is on.
     :param data_file: the file to open.
+    :param handle: the file already opened for reading (:mod:`.ranged_reads`), or None.
     """
     # on object stores the ranges it reads are fetched ahead, concurrently (ranged_reads)
-    handle = open_data_file(fs, data_file.path, data_file.file.size)
+    if handle is None:
+        handle = open_data_file(fs, data_file.path, data_file.file.size)
     try:
         magic = handle.read(4)
         handle.seek(0)

@@ -12,7 +12,7 @@ name pattern, see ``snapshot.bucket_id_of``). Number widths are minimums:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import Enum
 
 _BASE = re.compile(r"^base_(?P<write>\d+)(?:_v(?P<visibility>\d+))?$")
@@ -35,7 +35,7 @@ class DeltaKind(str, Enum):
     DELETE = "delete_delta"
 
 
-@dataclass(frozen=True, order=False)
+@dataclass(frozen=True, slots=True)
 class BaseDir:
     """A ``base_W[_vT]`` folder: every write up to W, compacted or insert-overwritten."""
 
@@ -52,7 +52,7 @@ class BaseDir:
         return self.write_id
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DeltaDir:
     """A ``delta_A_B[_S][_vT]`` or ``delete_delta_A_B[_S][_vT]`` folder.
 
@@ -86,6 +86,24 @@ class DeltaDir:
 
 AcidDir = BaseDir | DeltaDir
 
+# A frozen dataclass's __init__ stores each field through object.__setattr__; a table with
+# partitions compacted each on its own has a folder name per folder, so parse_acid_dir fills
+# the slots directly (tests/acid/test_names.py compares the two).
+_new = object.__new__
+#: BaseDir's and DeltaDir's slot setters, in the order of their fields.
+BASE_DIR_SETTERS = tuple(getattr(BaseDir, f.name).__set__ for f in fields(BaseDir))
+DELTA_DIR_SETTERS = tuple(getattr(DeltaDir, f.name).__set__ for f in fields(DeltaDir))
+_set_base_name, _set_base_write_id, _set_base_visibility = BASE_DIR_SETTERS
+(
+    _set_delta_name,
+    _set_delta_kind,
+    _set_delta_min,
+    _set_delta_max,
+    _set_delta_statement,
+    _set_delta_visibility,
+) = DELTA_DIR_SETTERS
+_DELTA_KINDS = {kind.value: kind for kind in DeltaKind}
+
 
 @dataclass(frozen=True)
 class BucketFileName:
@@ -115,17 +133,23 @@ def parse_acid_dir(name: str) -> AcidDir | None:
     """Parse a folder name into a :class:`BaseDir` or :class:`DeltaDir`; None if it is neither."""
     match = _BASE.match(name)
     if match:
-        return BaseDir(name, int(match["write"]), _optional_int(match["visibility"]))
+        write, visibility = match.groups()
+        base = _new(BaseDir)  # BaseDir(...) without its __init__: a folder is parsed once
+        _set_base_name(base, name)
+        _set_base_write_id(base, int(write))
+        _set_base_visibility(base, None if visibility is None else int(visibility))
+        return base
     match = _DELTA.match(name)
     if match:
-        return DeltaDir(
-            name=name,
-            kind=DeltaKind(match["kind"]),
-            min_write_id=int(match["min"]),
-            max_write_id=int(match["max"]),
-            statement_id=_optional_int(match["statement"]),
-            visibility_txn_id=_optional_int(match["visibility"]),
-        )
+        kind, low, high, statement, visibility = match.groups()
+        delta = _new(DeltaDir)
+        _set_delta_name(delta, name)
+        _set_delta_kind(delta, _DELTA_KINDS[kind])
+        _set_delta_min(delta, int(low))
+        _set_delta_max(delta, int(high))
+        _set_delta_statement(delta, None if statement is None else int(statement))
+        _set_delta_visibility(delta, None if visibility is None else int(visibility))
+        return delta
     return None
 
 

@@ -188,13 +188,57 @@ def _exact_column(
     trino_written: bool,
 ) -> pa.Array:
     """One column (``path`` of names from the top) of stripe ``index`` read by pyorc."""
+    return _pyorc_column(
+        open_file, path, arrow_type, unit, trino_written, lambda reader: reader.read_stripe(index)
+    )
+
+
+def read_rows(
+    open_file: Callable[[], IO[bytes]],
+    column: pa.Field,
+    first: int,
+    count: int,
+    unit: str,
+    trino_written: bool = False,
+) -> pa.Array:
+    """Rows ``first`` to ``first + count - 1`` (of the whole file) of one top-level column, read
+    by pyorc, which seeks by the ORC row index: the row groups before ``first`` are skipped,
+    not decoded. Timestamps come exact in ``unit`` (as :func:`read_stripe` gives those it
+    cannot read in ``ns``); each row becomes a Python value, so this pays over a stripe read
+    only for a few rows.
+
+    :param open_file: opens the file as a Python file object.
+    :param column: the top-level column, as pyarrow's schema of the file has it.
+    :param first: the first row's number in the file.
+    :param count: how many rows.
+    :param unit: the unit of the timestamps read.
+    :param trino_written: whether Trino wrote the file (see the module docstring).
+    """
+
+    def rows(reader: pyorc.Reader) -> Any:
+        reader.seek(first)
+        return reader.read(count)
+
+    target = _with_unit(column.type, unit)
+    return _pyorc_column(open_file, (column.name,), target, unit, trino_written, rows)
+
+
+def _pyorc_column(
+    open_file: Callable[[], IO[bytes]],
+    path: Sequence[str],
+    arrow_type: pa.DataType,
+    unit: str,
+    trino_written: bool,
+    rows: Callable[[pyorc.Reader], Any],
+) -> pa.Array:
+    """One column (``path`` of names from the top) of the ``rows`` pyorc reads."""
     dotted = ".".join(path)
     converter = _converter(unit, dotted, trino_written)
     converters = {pyorc.TypeKind.TIMESTAMP: converter, pyorc.TypeKind.TIMESTAMP_INSTANT: converter}
     with open_file() as handle:
         reader = pyorc.Reader(handle, column_names=[dotted], converters=converters)
         values = []
-        for row in reader.read_stripe(index):
+        for row in rows(reader):
             value = row[0]
             for _ in path[1:]:  # the selected field inside each enclosing struct
                 value = None if value is None else value[0]

@@ -15,6 +15,8 @@ _PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")
 
 def unescape_path_name(text: str) -> str:
     """Decode Hive's ``%XX`` escapes (``%3A`` -> ``:``); a stray ``%`` stays as it is."""
+    if "%" not in text:
+        return text  # nearly every name: a partition is parsed once per partition
     return _PERCENT.sub(lambda m: chr(int(m.group(1), 16)), text)
 
 

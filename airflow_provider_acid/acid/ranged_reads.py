@@ -23,7 +23,10 @@ ahead of them:
   (:attr:`PrefetchedFile.extra_reads`), never failed.
 
 :func:`open_data_file` opens a file this way on object stores and as before (``fs.open``) on a
-local disk.
+local disk. :func:`open_data_files` opens a slice's files in turn and, on object stores, fetches
+the small ones among the next few (a slice's deltas and delete deltas usually are) while the
+reader decodes the current one, at most ``AHEAD_BYTES`` of them at once: a worker then waits for
+a file's latency once per slice instead of once per file.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from __future__ import annotations
 import bisect
 import io
 import threading
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -40,12 +44,15 @@ from fsspec.implementations.local import LocalFileSystem
 from .storage import naming
 
 __all__ = [
+    "AHEAD_BYTES",
+    "AHEAD_FILES",
     "CHUNK_BYTES",
     "DEPTH",
     "SMALL_BYTES",
     "PrefetchedFile",
     "ReadOnlyFile",
     "open_data_file",
+    "open_data_files",
 ]
 
 #: Objects up to this size are fetched whole in one GET.
@@ -56,6 +63,10 @@ CHUNK_BYTES = 16 * 1024 * 1024
 DEPTH = 2
 #: The last bytes of a larger object fetched first (the reader's footer reads).
 TAIL_BYTES = 1024 * 1024
+#: Bytes of small objects fetched ahead of the file being read, per reader.
+AHEAD_BYTES = 16 * 1024 * 1024
+#: How many of the files after the one being read are looked at for fetching ahead.
+AHEAD_FILES = 4
 #: Threads that wait for GETs, shared by all open files of the process.
 FETCH_THREADS = 8
 
@@ -327,3 +338,44 @@ def open_data_file(fs: AbstractFileSystem, path: str, size: int | None = None) -
         with naming(path):
             size = int(fs.size(path))
     return PrefetchedFile(fs, path, size)
+
+
+def open_data_files(
+    fs: AbstractFileSystem,
+    files: Sequence[tuple[str, int | None]],
+    *,
+    ahead_files: int = AHEAD_FILES,
+    ahead_bytes: int = AHEAD_BYTES,
+) -> Iterator[Any]:
+    """Each of ``files`` opened for reading in turn, as :func:`open_data_file` opens it. On an
+    object store, the small files (fetched whole) among the ``ahead_files`` after the one
+    given are fetched meanwhile, at most ``ahead_bytes`` of them at once. The caller closes
+    each file it is given; files fetched ahead and never given are closed when the iteration
+    ends (close the iterator when stopping early).
+
+    :param fs: the filesystem holding the files.
+    :param files: (path, size as listed or None) of each file, in the order they are read.
+    :param ahead_files: how many of the next files may be fetched ahead.
+    :param ahead_bytes: the most bytes fetched ahead at once.
+    """
+    if isinstance(fs, LocalFileSystem):
+        for path, size in files:
+            yield open_data_file(fs, path, size)
+        return
+    early: dict[int, PrefetchedFile] = {}
+    try:
+        for index, (path, size) in enumerate(files):
+            handle = early.pop(index, None) or open_data_file(fs, path, size)
+            held = sum(files[i][1] or 0 for i in early)
+            for later in range(index + 1, min(index + 1 + ahead_files, len(files))):
+                later_path, later_size = files[later]
+                if later in early or later_size is None or later_size > SMALL_BYTES:
+                    continue
+                if held + later_size > ahead_bytes:
+                    break
+                early[later] = PrefetchedFile(fs, later_path, later_size)  # its GET starts
+                held += later_size
+            yield handle
+    finally:
+        for handle in early.values():
+            handle.close()

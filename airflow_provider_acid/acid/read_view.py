@@ -161,6 +161,7 @@ class DataFile:
 set_file = DataFile.file.__set__  # type: ignore[attr-defined]
 set_bucket_id = DataFile.bucket_id.__set__  # type: ignore[attr-defined]
 set_kind = DataFile._kind.__set__  # type: ignore[attr-defined]
+DATA_FILE_SETTERS = (set_file, set_bucket_id, set_kind)
 
 
 @dataclass(frozen=True)
@@ -286,6 +287,7 @@ def _slot_setters(cls: type) -> Iterator[Callable[[Any, Any], None]]:
     return (getattr(cls, f.name).__set__ for f in fields(cls))
 
 
+SLICE_SETTERS = tuple(_slot_setters(BucketSlice))
 (
     set_partition,
     set_slice_bucket_id,
@@ -293,13 +295,15 @@ def _slot_setters(cls: type) -> Iterator[Callable[[Any, Any], None]]:
     set_base_files,
     set_delta_files,
     set_delete_delta_files,
-) = _slot_setters(BucketSlice)
+) = SLICE_SETTERS
+CHOSEN_DELTA_SETTERS = tuple(_slot_setters(ChosenDelta))
 (
     set_delta_folder,
     set_delta_path,
     set_delta_validity,
     set_delta_invalid_write_ids,
-) = _slot_setters(ChosenDelta)
+) = CHOSEN_DELTA_SETTERS
+VIEW_SETTERS = tuple(_slot_setters(PartitionReadView))
 (
     set_view_partition,
     set_view_base,
@@ -307,7 +311,8 @@ def _slot_setters(cls: type) -> Iterator[Callable[[Any, Any], None]]:
     set_view_deltas,
     set_view_slices,
     set_view_excluded,
-) = _slot_setters(PartitionReadView)
+) = VIEW_SETTERS
+KIND_SETTERS = tuple(_slot_setters(FileKind))
 
 
 def _new_data_file(

@@ -14,8 +14,10 @@ by their schema (:mod:`.rows`). What cannot be placed so is listed in ``unrecogn
 :func:`check_placed` refuses the read view unless the caller chose to leave it out.
 
 Partitions laid out alike (the same relative paths) resolve alike: each after the first of its
-layout is made from that one's template (:mod:`.alike_partitions`). What resolution makes, the
-read view (bucket slices, data files, and the errors), is :mod:`.read_view`'s.
+layout is made from that one's template (:mod:`.alike_partitions`); so do partitions shaped
+alike, whose folders are named after write ids of their own (:mod:`.shaped_partitions`).
+What resolution makes, the read view (bucket slices, data files, and the errors), is
+:mod:`.read_view`'s.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from typing import Any
 from fsspec import AbstractFileSystem
 
 from .acid_state import resolve_partition
-from .alike_partitions import PATH_OF, Resolver, resolve_listing
+from .alike_partitions import Resolver, resolve_listing
+from .bulk import PATH_OF
 from .listing import StoredFile, TableLocationError, list_table_files, resolve_filesystem
 from .listing_groups import group_listing
 from .read_view import (

@@ -35,8 +35,9 @@ the GIL), so memory follows the stripe and batch size, not the file size.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -50,7 +51,7 @@ from .data_file_open import (
     check_acid_version,
     encode_bucket_v1,
     is_bucket_codec_v1,
-    open_file,
+    open_files,
 )
 from .evolution import EvolutionError, column_sources, convert
 from .hive_types import HiveType, pad_char
@@ -67,6 +68,7 @@ __all__ = [
     "DeleteBatch",
     "FileFormat",
     "RowBatch",
+    "RowSelector",
     "SliceReader",
     "TableColumn",
     "TableColumns",
@@ -77,6 +79,9 @@ __all__ = [
 ]
 
 _POSITIONAL = re.compile(r"^_col(\d+)$")
+#: Picked rows spanning less than this part of a stripe are read by seeking, a Python value a
+#: row (40 to 130 times a stripe read's cost a row, measured), not by decoding the whole stripe.
+_SEEK_FRACTION = 1 / 128
 _INSERT = 0
 _DELETE = 2
 
@@ -188,6 +193,39 @@ class RowBatch:
     def num_rows(self) -> int:
         return len(self.row_id)
 
+    def filter(self, mask: pa.Array) -> RowBatch:
+        """The rows ``mask`` picks.
+
+        :param mask: a boolean mask over the batch's rows.
+        """
+        return RowBatch(
+            self.data_file,
+            *(pc.filter(a, mask) for a in (self.original_transaction, self.bucket, self.row_id)),
+            pc.filter(self.current_transaction, mask),
+            [pc.filter(a, mask) for a in self.columns],
+            None if self.visible is None else pc.filter(self.visible, mask),
+        )
+
+
+#: Picks the rows of a batch whose columns are wanted (a boolean mask; None: no row), seeing
+#: only the batch's identity, its writes and ``visible`` (its ``columns`` are not read yet).
+RowSelector = Callable[[RowBatch], "pa.Array | None"]
+
+
+def _selected(batches: Iterator[RowBatch], select: RowSelector | None) -> Iterator[RowBatch]:
+    """``batches`` reduced to the rows ``select`` picks (all of them without it); returns how
+    many rows ``batches`` held."""
+    produced = 0
+    for batch in batches:
+        produced += batch.num_rows
+        if select is None:
+            yield batch
+            continue
+        mask = select(replace(batch, columns=[]))  # as the ORC path calls it: no columns
+        if mask is not None and pc.any(mask).as_py():
+            yield batch.filter(mask)
+    return produced
+
 
 @dataclass(frozen=True, eq=False)
 class DeleteBatch:
@@ -270,11 +308,22 @@ class SliceReader:
 
     # -- data ---------------------------------------------------------------------------
 
-    def data_batches(self) -> Iterator[RowBatch]:
-        """Every data row of the slice (originals, base, deltas in Hive's order), batch by batch."""
+    def data_batches(self, select: RowSelector | None = None) -> Iterator[RowBatch]:
+        """Every data row of the slice (originals, base, deltas in Hive's order), batch by batch.
+
+        :param select: read the table's columns only for the rows it picks: each batch is
+            yielded with those rows only (none: not yielded), and a stripe of an ACID file
+            none of whose rows it picks is read no further than its identity columns.
+        """
         offsets: dict[str, int] = {}  # synthetic row ids continue per folder (or partition root)
-        for data_file in self.slice.data_files:
-            opened = open_file(self.fs, data_file)
+        with closing(open_files(self.fs, self.slice.data_files)) as files:
+            yield from self._files_rows(files, offsets, select)
+
+    def _files_rows(
+        self, files: Iterator[OpenFile], offsets: dict[str, int], select: RowSelector | None
+    ) -> Iterator[RowBatch]:
+        for opened in files:
+            data_file = opened.data_file
             try:
                 self.rows_in_files += opened.rows
                 if opened.rows == 0:
@@ -284,11 +333,14 @@ class SliceReader:
                         raise AcidFormatError(
                             f"{opened.path}: an ACID event file in a table read as insert-only"
                         )
-                    produced = yield from self._acid_rows(opened)
+                    if select is not None and opened.orc is not None:
+                        produced = yield from self._selected_acid_rows(opened, select)
+                    else:
+                        produced = yield from _selected(self._acid_rows(opened), select)
                 else:
                     group = data_file.folder.name if data_file.folder is not None else ""
                     first = offsets.get(group, 0)
-                    produced = yield from self._plain_rows(opened, first)
+                    produced = yield from _selected(self._plain_rows(opened, first), select)
                     offsets[group] = first + opened.rows
                 if produced != opened.rows:
                     raise AcidFormatError(
@@ -297,40 +349,113 @@ class SliceReader:
             finally:
                 opened.handle.close()
 
-    def _acid_rows(self, opened: OpenFile) -> Iterator[RowBatch]:
+    def _acid_file(self, opened: OpenFile) -> tuple[_ColumnMap, bool]:
+        """An ACID file's version checked; its column map, and whether its rows' writes need
+        checking against the write-id list."""
         check_acid_version(opened)
+        column_map = _column_map(opened, self.columns, self.targets)
+        return column_map, not _fully_valid(opened.data_file, self.write_ids)
+
+    def _acid_rows(self, opened: OpenFile) -> Iterator[RowBatch]:
+        column_map, check_validity = self._acid_file(opened)
         names = opened.acid_names
         assert names is not None
-        op, otx, bucket, row_id, ctx, row = names
-        column_map = _column_map(opened, self.columns, self.targets)
-        check_validity = not _fully_valid(opened.data_file, self.write_ids)
         produced = 0
         for batch in opened.stripes(None, self.batch_rows, self.timestamp_unit):
-            n = batch.num_rows
-            produced += n
-            operations = pc.min_max(batch.column(op))
-            if operations["min"].as_py() != _INSERT or operations["max"].as_py() != _INSERT:
-                raise AcidFormatError(
-                    f"{opened.path}: a data file holding events other than inserts "
-                    f"(operation {operations['min'].as_py()}..{operations['max'].as_py()}); "
-                    "Hive 3 writes deletes only to delete_delta folders"
-                )
-            current = _int_column(batch, ctx, pa.int64(), opened.path)
-            rows = batch.column(row)
-            children = [rows.field(i) for i in range(rows.type.num_fields)]
-            visible = visible_writes(current, self.write_ids) if check_validity else None
-            if visible is not None and pc.all(visible).as_py():
-                visible = None
-            yield RowBatch(
-                opened.data_file,
-                _int_column(batch, otx, pa.int64(), opened.path),
-                _int_column(batch, bucket, pa.int32(), opened.path),
-                _int_column(batch, row_id, pa.int64(), opened.path),
-                current,
-                _map_columns(children, column_map, n, opened.path),
-                visible,
+            produced += batch.num_rows
+            identity = self._acid_identity(opened, batch, check_validity)
+            rows = batch.column(names[5])
+            yield replace(
+                identity, columns=self._row_columns(opened, rows, batch.num_rows, column_map)
             )
         return produced
+
+    def _selected_acid_rows(self, opened: OpenFile, select: RowSelector) -> Iterator[RowBatch]:
+        """An ORC ACID file's rows that ``select`` picks: each stripe's identity columns
+        first; its ``row`` column only when some of its rows are picked, and then only the
+        rows from the first picked to the last when they are few (:meth:`_picked_values`)."""
+        column_map, check_validity = self._acid_file(opened)
+        names = opened.acid_names
+        assert names is not None
+        produced = 0
+        for index in range(opened.nstripes):
+            keys = opened.stripe(index, list(names[:5]), self.timestamp_unit)
+            picks = []  # (identity of a batch, the positions in the stripe of its picked rows)
+            for start in range(0, keys.num_rows, self.batch_rows):
+                identity = self._acid_identity(
+                    opened, keys.slice(start, self.batch_rows), check_validity
+                )
+                mask = select(identity)
+                if mask is not None and pc.any(mask).as_py():
+                    positions = pc.add(pc.indices_nonzero(mask), pa.scalar(start, pa.uint64()))
+                    picks.append((identity.filter(mask), positions))
+            if picks:
+                values, offset = self._picked_values(opened, index, produced, keys.num_rows, picks)
+                for identity, positions in picks:
+                    rows = values.take(pc.subtract(positions, pa.scalar(offset, pa.uint64())))
+                    columns = self._row_columns(opened, rows, len(positions), column_map)
+                    yield replace(identity, columns=columns)
+            produced += keys.num_rows
+        return produced
+
+    def _picked_values(
+        self,
+        opened: OpenFile,
+        index: int,
+        first_row: int,
+        stripe_rows: int,
+        picks: Sequence[tuple[RowBatch, pa.Array]],
+    ) -> tuple[pa.Array, int]:
+        """The ``row`` column of stripe ``index`` (whose first row is the file's
+        ``first_row``) covering the picked rows, and the stripe position of its first value:
+        the whole stripe, or, when the rows from the first picked to the last are under
+        :data:`_SEEK_FRACTION` of it, only those (by seeking, a Python value a row)."""
+        assert opened.acid_names is not None
+        row = opened.acid_names[5]
+        low = min(positions[0].as_py() for _, positions in picks)
+        high = max(positions[-1].as_py() for _, positions in picks)
+        if high - low + 1 < stripe_rows * _SEEK_FRACTION:
+            try:
+                span = opened.rows_of(row, first_row + low, high - low + 1, self.timestamp_unit)
+            except AcidFormatError:
+                pass  # what pyorc cannot read, pyarrow's stripe read may: it is the reference
+            else:
+                return span, low
+        return opened.stripe(index, [row], self.timestamp_unit).column(0), 0
+
+    def _acid_identity(
+        self, opened: OpenFile, batch: pa.RecordBatch, check_validity: bool
+    ) -> RowBatch:
+        """A batch's identity, writes and visibility (no ``columns``), its operations checked."""
+        assert opened.acid_names is not None
+        op, otx, bucket, row_id, ctx, _ = opened.acid_names
+        operations = pc.min_max(batch.column(op))
+        if operations["min"].as_py() != _INSERT or operations["max"].as_py() != _INSERT:
+            raise AcidFormatError(
+                f"{opened.path}: a data file holding events other than inserts "
+                f"(operation {operations['min'].as_py()}..{operations['max'].as_py()}); "
+                "Hive 3 writes deletes only to delete_delta folders"
+            )
+        current = _int_column(batch, ctx, pa.int64(), opened.path)
+        visible = visible_writes(current, self.write_ids) if check_validity else None
+        if visible is not None and pc.all(visible).as_py():
+            visible = None
+        return RowBatch(
+            opened.data_file,
+            _int_column(batch, otx, pa.int64(), opened.path),
+            _int_column(batch, bucket, pa.int32(), opened.path),
+            _int_column(batch, row_id, pa.int64(), opened.path),
+            current,
+            [],
+            visible,
+        )
+
+    def _row_columns(
+        self, opened: OpenFile, rows: pa.Array, n: int, column_map: _ColumnMap
+    ) -> list[pa.Array]:
+        """The table's columns from ``n`` values of an ACID file's ``row`` struct."""
+        children = [rows.field(i) for i in range(rows.type.num_fields)]
+        return _map_columns(children, column_map, n, opened.path)
 
     def _plain_rows(self, opened: OpenFile, first_row_id: int) -> Iterator[RowBatch]:
         data_file = opened.data_file
@@ -377,8 +502,14 @@ class SliceReader:
     def delete_batches(self, with_current: bool = False) -> Iterator[DeleteBatch]:
         """The delete events of the slice's delete deltas, minus those of invalid writes;
         ``with_current`` keeps each event's deleting write (``currentTransaction``) too."""
-        for data_file in self.slice.delete_delta_files:
-            opened = open_file(self.fs, data_file)
+        with closing(open_files(self.fs, self.slice.delete_delta_files)) as files:
+            yield from self._delete_events(files, with_current)
+
+    def _delete_events(
+        self, files: Iterator[OpenFile], with_current: bool
+    ) -> Iterator[DeleteBatch]:
+        for opened in files:
+            data_file = opened.data_file
             try:
                 if opened.rows == 0:
                     continue

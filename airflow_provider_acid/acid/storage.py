@@ -61,6 +61,13 @@ def renames_atomically(fs: AbstractFileSystem) -> bool:
     return isinstance(fs, LocalFileSystem)
 
 
+def is_object_store(fs: AbstractFileSystem) -> bool:
+    """Whether ``fs`` keeps objects without folders (S3, GCS, Azure), where a folder needs no
+    creating (s3fs's ``makedirs`` costs a ``HEAD`` of the bucket)."""
+    protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+    return bool({"s3", "s3a", "gs", "gcs", "abfs", "az"} & set(protocols))
+
+
 def renames_whole(fs: AbstractFileSystem) -> bool:
     """True where a complete file can be renamed to its name: local disks, and HDFS (through
     WebHDFS, whose renames are atomic but never replace). A data file is written under a
@@ -171,7 +178,7 @@ def temporary_target(name: str) -> str | None:
 
 def _make_parent(fs: AbstractFileSystem, path: str) -> str:
     parent = posixpath.dirname(path)
-    if parent:
+    if parent and not is_object_store(fs):  # objects need no folder
         try:
             fs.makedirs(parent, exist_ok=True)
         except OSError:  # some object stores refuse folders; objects need none

@@ -33,7 +33,7 @@ from fsspec import AbstractFileSystem
 
 from ..acid.names import BaseDir, DeltaDir
 from ..acid.read_view import BucketSlice, DataFile
-from ..acid.rows import DeleteBatch, SliceReader
+from ..acid.rows import DeleteBatch, RowBatch, SliceReader
 from ..acid.table_columns import TableColumns
 from ..acid.writeids import ValidWriteIdList
 from .delete_keys import DeleteKeySet
@@ -249,22 +249,32 @@ def event_changes(
         batch_rows=batch_rows,
         timestamp_unit=timestamp_unit,
     )
+
+    def inserted(batch: RowBatch) -> pa.Array | None:
+        if not _in_range(batch.data_file, change_range):
+            return None
+        return _visible(_range_mask(batch.current_transaction, change_range), batch)
+
+    def deleted(batch: RowBatch) -> pa.Array | None:
+        if keys is None:
+            return None
+        hits = keys.match(batch.original_transaction, batch.bucket, batch.row_id)
+        return None if hits is None else _visible(hits, batch)
+
+    def changed(batch: RowBatch) -> pa.Array | None:
+        insert, delete = inserted(batch), deleted(batch)
+        if insert is None or delete is None:
+            return delete if insert is None else insert
+        return pc.or_(insert, delete)
+
     inserts, preimages = [], []
-    for batch in reader.data_batches():
-        identity = [batch.original_transaction, batch.bucket, batch.row_id]
-        visible = batch.visible
-        if _in_range(batch.data_file, change_range):
-            mask = _range_mask(batch.current_transaction, change_range)
-            if visible is not None:
-                mask = pc.and_(mask, visible)
-            if pc.any(mask).as_py():
-                inserts.append(_rows(batch.columns, identity, batch.current_transaction, mask))
-        if keys is not None:
-            hits = keys.match(*identity)
-            if hits is not None and visible is not None:
-                hits = pc.and_(hits, visible)
-            if hits is not None and pc.any(hits).as_py():
-                preimages.append(_rows(batch.columns, identity, batch.current_transaction, hits))
+    # the values of a row are read only for the changed rows (identities read first): a
+    # delete's values are in the base, read only in the stripes holding a deleted row
+    for batch in reader.data_batches(select=changed):
+        for mask, found in ((inserted(batch), inserts), (deleted(batch), preimages)):
+            if mask is not None and pc.any(mask).as_py():
+                identity = [batch.original_transaction, batch.bucket, batch.row_id]
+                found.append(_rows(batch.columns, identity, batch.current_transaction, mask))
     names = list(columns.names)
     fields = columns.arrow_fields(timestamp_unit)
     insert_rows = _finish_inserts(_concat(inserts, fields), names)
@@ -276,6 +286,10 @@ def event_changes(
         rows_unchanged=reader.rows_in_files - rows.num_rows,
         delete_events=deletes.num_rows,
     )
+
+
+def _visible(mask: pa.Array, batch: RowBatch) -> pa.Array:
+    return mask if batch.visible is None else pc.and_(mask, batch.visible)
 
 
 def _rows(

@@ -201,6 +201,32 @@ def compact_slice(
             if bucket.slice_key == slice_key:
                 return bucket
         raise KeyError(f"slice {slice_key!r} is not part of committed snapshot {snapshot_id}")
+    return _compact_uncommitted(
+        source,
+        slice_key,
+        out_root,
+        snapshot_id,
+        row_filter=row_filter,
+        plan=plan,
+        filesystem=filesystem,
+        out_fs=out_fs,
+        storage_options=storage_options,
+    )
+
+
+def _compact_uncommitted(
+    source: TableReadView | str,
+    slice_key: str,
+    out_root: str,
+    snapshot_id: str,
+    *,
+    row_filter: RowFilter | None,
+    plan: SnapshotPlan | None,
+    filesystem: AbstractFileSystem | None,
+    out_fs: AbstractFileSystem,
+    storage_options: dict[str, Any] | None,
+) -> BucketResult:
+    """:func:`compact_slice` of a snapshot known not to be committed yet."""
     if plan is None:
         plan = read_plan(out_fs, out_root, snapshot_id)
     elif plan.snapshot_id != snapshot_id:
@@ -366,15 +392,15 @@ def compact_table(
 
     def run(key: str) -> BucketResult:
         nonlocal done
-        result = compact_slice(
+        result = _compact_uncommitted(  # (complete_commit above: not committed)
             snapshot,
             key,
-            out_uri,
+            out_root,
             plan.snapshot_id,
             row_filter=row_filter,
             plan=plan,
             filesystem=fs,
-            out_filesystem=out_fs,
+            out_fs=out_fs,
             storage_options=storage_options,
         )
         if progress is not None:

@@ -38,6 +38,7 @@ from fsspec.spec import AbstractBufferedFile
 
 from ..acid.hive_types import hive_field
 from ..acid.storage import (
+    is_object_store,
     open_temporary,
     place_whole,
     remove_temporaries,
@@ -53,13 +54,6 @@ from .records import OutputFile, data_file_name
 #: uploaded in parts of this size (a multipart upload) while it is written, so no more than one
 #: part of it is held in memory.
 PART_BYTES = 16 * 1024 * 1024
-
-
-def _is_object_store(fs: AbstractFileSystem) -> bool:
-    """Whether ``fs`` keeps objects without folders (S3, GCS, Azure), where a folder needs no
-    creating (s3fs's ``makedirs`` costs a ``HEAD`` of the bucket)."""
-    protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
-    return bool({"s3", "s3a", "gs", "gcs", "abfs", "az"} & set(protocols))
 
 
 IDENTITY_COLUMNS = (
@@ -109,6 +103,8 @@ class BucketFileWriter:
         """Delete the temporaries of this bucket's files that an earlier, killed attempt at the
         same snapshot left (complete files of it are replaced by the same bytes, or removed by
         the commit when no result lists them); returns their paths."""
+        if not renames_whole(self.fs):  # written in place (object stores): no temporaries
+            return []
         prefix = f"part-{self.snapshot_id}-{self.bucket:05d}-"
         return remove_temporaries(
             self.fs, self._absolute(self.folder), lambda name: name.startswith(prefix)
@@ -156,7 +152,7 @@ class BucketFileWriter:
         else:
             # HDFS: under a hidden temporary name, renamed over the name once closed
             self._temporary = temporary_path(absolute) if renames_whole(self.fs) else None
-            if not _is_object_store(self.fs):
+            if not is_object_store(self.fs):
                 self.fs.makedirs(posixpath.dirname(absolute), exist_ok=True)
             # buffered in parts of PART_BYTES (or the filesystem's smaller block size): a larger
             # file is a multipart upload, its parts sent as it is written, completed (visible)
@@ -178,6 +174,7 @@ class BucketFileWriter:
     def _close_file(self) -> None:
         assert self._writer is not None
         self._writer.close()
+        size = self._handle.tell()  # what was written (the commit checks it is on storage)
         absolute = self._absolute(self._path)
         if self._lock is not None:  # a local temporary
             os.fsync(self._handle.fileno())
@@ -191,7 +188,6 @@ class BucketFileWriter:
             self._temporary = None
         else:
             self._handle.close()  # completes the upload
-        size = int(self.fs.info(absolute)["size"])
         self.files.append(OutputFile(self._path, self._rows, size))
         self._writer, self._handle = None, None
 

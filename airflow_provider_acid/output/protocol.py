@@ -184,16 +184,27 @@ def _is_hidden_path(relative: str) -> bool:
     return any(part.startswith(("_", ".")) for part in relative.split("/"))
 
 
+def _find(fs: AbstractFileSystem, out_root: str) -> list[str]:
+    """Every file below ``out_root`` (one recursive listing)."""
+    try:
+        return fs.find(out_root)
+    except FileNotFoundError:
+        return []
+
+
 def _data_files(
-    fs: AbstractFileSystem, out_root: str, *, temporaries: bool = False
+    fs: AbstractFileSystem,
+    out_root: str,
+    *,
+    temporaries: bool = False,
+    found: list[str] | None = None,
 ) -> dict[str, str]:
     """Data files below ``out_root`` outside hidden paths: relative path -> snapshot id. With
-    ``temporaries``, the hidden temporaries data files are written under instead."""
+    ``temporaries``, the hidden temporaries data files are written under instead. ``found``:
+    the files below ``out_root`` when already listed (:func:`_find`)."""
     prefix = out_root.rstrip("/") + "/"
-    try:
-        found = fs.find(out_root)
-    except FileNotFoundError:
-        return {}
+    if found is None:
+        found = _find(fs, out_root)
     files = {}
     for path in found:
         relative = path[len(prefix) :] if path.startswith(prefix) else path
@@ -321,14 +332,15 @@ def _remove_leftovers(
         return started >= plan.created_at  # planned after this one: maybe still at work
 
     in_progress = _cached(planned_later)
+    found = _find(fs, out_root)
     doomed = [
         relative
-        for relative, sid in _data_files(fs, out_root).items()
+        for relative, sid in _data_files(fs, out_root, found=found).items()
         if relative not in referenced and sid not in committed and not in_progress(sid)
     ]
     doomed += [
         relative
-        for relative, sid in _data_files(fs, out_root, temporaries=True).items()
+        for relative, sid in _data_files(fs, out_root, temporaries=True, found=found).items()
         if sid != plan.snapshot_id and not in_progress(sid)
     ]
     removed = []

@@ -108,3 +108,25 @@ def test_partition_names_decode_hive_escapes_and_the_default_partition():
 def test_escaping_round_trips(value):
     assert unescape_path_name(escape_path_name(value)) == value
     assert "/" not in escape_path_name(value) and ":" not in escape_path_name(value)
+
+
+@pytest.mark.parametrize(
+    "expected",
+    [
+        BaseDir("base_0000005", 5),
+        BaseDir("base_0000005_v0000123", 5, 123),
+        DeltaDir("delta_0000001_0000002", DeltaKind.INSERT, 1, 2),
+        DeltaDir("delete_delta_0000003_0000003_0001_v0000009", DeltaKind.DELETE, 3, 3, 1, 9),
+    ],
+)
+def test_a_parsed_folder_is_the_object_its_init_makes(expected):
+    import pickle
+    from dataclasses import FrozenInstanceError, replace
+
+    parsed = parse_acid_dir(expected.name)  # made through its slots, without __init__
+    assert parsed == expected and hash(parsed) == hash(expected)
+    assert repr(parsed) == repr(expected) and type(parsed) is type(expected)
+    assert pickle.loads(pickle.dumps(parsed)) == expected
+    assert replace(parsed, name="x") == replace(expected, name="x")
+    with pytest.raises(FrozenInstanceError):
+        parsed.name = "other"  # type: ignore[misc]

@@ -15,36 +15,13 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from plain_resolution import ROOT, plainly, resolved
 
-from airflow_provider_acid.acid.acid_state import resolve_partition
 from airflow_provider_acid.acid.alike_partitions import Resolver
 from airflow_provider_acid.acid.listing import StoredFile
-from airflow_provider_acid.acid.listing_groups import group_listing
-from airflow_provider_acid.acid.read_view import AcidLayoutError, NotEnoughHistoryError
+from airflow_provider_acid.acid.read_view import AcidLayoutError
 from airflow_provider_acid.acid.resolution import resolve_files
 from airflow_provider_acid.acid.writeids import ValidTxnList, ValidWriteIdList
-
-ROOT = "/t"
-
-
-def plainly(files, write_ids=None, txns=None, insert_only=False):
-    """(partitions, unrecognised) as the plain way resolves them, or the error it raises."""
-    write_ids = write_ids or ValidWriteIdList.all_committed()
-    try:
-        listings, unrecognised = group_listing(ROOT, files, insert_only)
-        partitions = tuple(resolve_partition(p, write_ids, txns, {}) for p in listings)
-    except (AcidLayoutError, NotEnoughHistoryError) as error:
-        return type(error), str(error)
-    return partitions, tuple(unrecognised)
-
-
-def resolved(files, write_ids=None, txns=None, insert_only=False):
-    try:
-        snapshot = resolve_files(ROOT, files, write_ids, txns, insert_only=insert_only)
-    except (AcidLayoutError, NotEnoughHistoryError) as error:
-        return type(error), str(error)
-    return snapshot.partitions, snapshot.unrecognised
-
 
 LAYOUT = [
     "base_0000004/_metadata_acid",

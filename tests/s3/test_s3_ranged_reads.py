@@ -5,6 +5,7 @@ queue allows, the rows those of a local read; a compaction costs at most 4 reque
 from __future__ import annotations
 
 import io
+import time
 from collections import Counter
 
 import numpy as np
@@ -12,7 +13,12 @@ import pyarrow as pa
 import pyarrow.orc as pa_orc
 import pytest
 
-from airflow_provider_acid.acid.ranged_reads import PrefetchedFile, open_data_file, plan_ranges
+from airflow_provider_acid.acid.ranged_reads import (
+    PrefetchedFile,
+    open_data_file,
+    open_data_files,
+    plan_ranges,
+)
 from airflow_provider_acid.acid.resolution import resolve_read_view
 from airflow_provider_acid.engine.compaction import compact_table
 from airflow_provider_acid.engine.options import CompactionOptions
@@ -90,6 +96,47 @@ def test_a_small_file_is_one_get(s3, orc_bytes):
         handle = open_data_file(s3.new_filesystem(), path, len(small))
         assert pa_orc.ORCFile(handle).read().num_rows == 20_000
     assert [r.operation for r in _gets(seen, path.partition("/")[2])] == ["GetObject"]
+
+
+def _gets_made(log, keys: list[str], timeout: float = 20.0) -> set[str]:
+    """The keys of ``keys`` fetched so far, once all of them have been or ``timeout`` passed
+    (the fetches run on the pool's threads)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = {r.key for r in log.all() if r.operation == "GetObject"} & set(keys)
+        if time.monotonic() > deadline or len(got) >= len(keys):
+            return got
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize(("ahead_files", "ahead_bytes", "fetched_ahead"), [(2, 10, 2), (3, 1.5, 1)])
+def test_the_small_files_after_the_one_read_are_fetched_ahead(
+    s3, ahead_files, ahead_bytes, fetched_ahead
+):
+    small = multi_stripe_orc(rows=20_000)
+    folder = s3.url("ahead")
+    paths = [f"{folder}/delta_{n}/bucket_00000".removeprefix("s3://") for n in range(5)]
+    for path in paths:
+        s3.fs.pipe_file("s3://" + path, small)
+    keys = [p.partition("/")[2] for p in paths]
+    fs = s3.new_filesystem()
+    with s3.requests.recording() as seen:
+        files = open_data_files(
+            fs,
+            [(p, len(small)) for p in paths],
+            ahead_files=ahead_files,
+            ahead_bytes=int(ahead_bytes * len(small)),
+        )
+        first = next(files)
+        # given the first file (not read yet), the next ones are being fetched already
+        expected = set(keys[: 1 + fetched_ahead])
+        assert _gets_made(s3.requests, keys[: 1 + fetched_ahead]) == expected
+        assert _gets_made(s3.requests, keys, timeout=0.5) == expected  # no further than bounds
+        handles = [first, *files]
+        for handle in handles:
+            assert pa_orc.ORCFile(handle).read().num_rows == 20_000
+            handle.close()
+    assert Counter(r.key for r in seen if r.key in keys) == dict.fromkeys(keys, 1)  # once each
 
 
 def test_a_compaction_makes_at_most_four_requests_a_data_file(s3, tmp_path):

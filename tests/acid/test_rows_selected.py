@@ -1,0 +1,146 @@
+"""Reading the columns of picked rows only (``SliceReader.data_batches(select=...)``): the
+identity of every stripe, the values of the stripes holding a picked row."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from pathlib import Path
+
+import fsspec
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from airflow_provider_acid.acid import data_file_open
+from airflow_provider_acid.acid.resolution import resolve_read_view
+from airflow_provider_acid.acid.rows import RowBatch, SliceReader, table_columns
+from airflow_provider_acid.testing.table_writer import AcidTableWriter
+
+LOCAL = fsspec.filesystem("file")
+
+
+def _reader(root: Path) -> SliceReader:
+    snapshot = resolve_read_view(str(root))
+    (bucket_slice,) = snapshot.slices
+    columns = table_columns(snapshot, LOCAL)
+    return SliceReader(bucket_slice, LOCAL, columns, snapshot.write_ids, batch_rows=4)
+
+
+def _row_ids(low: int, high: int):
+    def select(batch: RowBatch) -> pa.Array:
+        assert batch.columns == []  # the values are not read before the rows are picked
+        return pc.and_(
+            pc.greater_equal(batch.row_id, pa.scalar(low, pa.int64())),
+            pc.less_equal(batch.row_id, pa.scalar(high, pa.int64())),
+        )
+
+    return select
+
+
+@pytest.fixture
+def stripe_reads(monkeypatch: pytest.MonkeyPatch) -> Counter:
+    """How many stripes were read, by the columns asked for."""
+    reads: Counter = Counter()
+    real = data_file_open.OpenFile.stripe
+
+    def counted(self, index, columns, timestamp_unit="us"):
+        reads[tuple(columns or ())] += 1
+        return real(self, index, columns, timestamp_unit)
+
+    monkeypatch.setattr(data_file_open.OpenFile, "stripe", counted)
+    return reads
+
+
+def test_only_the_stripes_holding_a_picked_row_are_decoded(tmp_path, stripe_reads):
+    table = AcidTableWriter(
+        str(tmp_path / "t"), [("id", "bigint"), ("ts", "timestamp"), ("name", "string")],
+        stripe_rows=10,
+    )  # fmt: skip
+    times = [dt.datetime(2024, 1, 1, 0, 0, i, 7) for i in range(40)]
+    table.insert([{"id": i, "ts": times[i], "name": f"n{i}"} for i in range(40)])
+    reader = _reader(tmp_path / "t")
+    batches = list(reader.data_batches(select=_row_ids(22, 25)))
+    rows = pa.Table.from_batches(
+        [pa.RecordBatch.from_arrays(b.columns, names=["id", "ts", "name"]) for b in batches]
+    )
+    assert rows["id"].to_pylist() == [22, 23, 24, 25]
+    assert rows["ts"].to_pylist() == times[22:26]
+    assert rows["name"].to_pylist() == ["n22", "n23", "n24", "n25"]
+    assert [r for b in batches for r in b.row_id.to_pylist()] == [22, 23, 24, 25]
+    assert {len(b.current_transaction) for b in batches} == {len(b.columns[0]) for b in batches}
+    assert reader.rows_in_files == 40
+    identity = ("operation", "originalTransaction", "bucket", "rowId", "currentTransaction")
+    assert stripe_reads == {identity: 4, ("row",): 1}  # of 4 stripes, the third's values
+
+
+def test_no_picked_row_reads_no_values(tmp_path, stripe_reads):
+    table = AcidTableWriter(str(tmp_path / "t"), [("id", "bigint")], stripe_rows=10)
+    table.insert([{"id": i} for i in range(30)])
+    assert list(_reader(tmp_path / "t").data_batches(select=lambda batch: None)) == []
+    assert ("row",) not in stripe_reads
+
+
+def test_original_files_keep_their_synthetic_row_ids(tmp_path):
+    table = AcidTableWriter(str(tmp_path / "t"), [("id", "bigint")], stripe_rows=3)
+    table.add_original_files([{"id": 100 + i} for i in range(10)], copies=1)  # 5 rows each
+    batches = list(_reader(tmp_path / "t").data_batches(select=_row_ids(4, 6)))
+    # rowIds continue from 000000_0 into 000000_0_copy_1
+    assert [v for b in batches for v in b.columns[0].to_pylist()] == [104, 105, 106]
+    assert [v for b in batches for v in b.row_id.to_pylist()] == [4, 5, 6]
+    assert {v for b in batches for v in b.original_transaction.to_pylist()} == {0}
+
+
+TYPES = [
+    ("id", "bigint"), ("s", "string"), ("c", "char(4)"), ("v", "varchar(6)"),
+    ("d", "decimal(12,3)"), ("f", "float"), ("db", "double"), ("b", "boolean"),
+    ("dt", "date"), ("ts", "timestamp"), ("bin", "binary"), ("ti", "tinyint"),
+    ("si", "smallint"), ("tags", "array<string>"), ("m", "map<string,int>"),
+    ("st", "struct<a:int,b:string>"),
+]  # fmt: skip
+
+
+def _typed_row(i: int) -> dict:
+    if i % 7 == 3:  # a row of nulls now and then
+        return {"id": i} | {name: None for name, _ in TYPES[1:]}
+    return {
+        "id": i, "s": f"s{i}", "c": "ab", "v": f"v{i % 1000}", "d": f"{i}.125",
+        "f": i / 4, "db": i / 3, "b": i % 2 == 0, "dt": dt.date(1500 + i % 900, 1, 2),
+        "ts": dt.datetime(1900, 1, 1, 0, 0, 0, i), "bin": bytes([i % 256, 0]),
+        "ti": i % 100, "si": i, "tags": [f"t{i}", None], "m": {"k": i},
+        "st": {"a": i, "b": None},
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("stripe_rows", "low", "count"),
+    [(100_000, 2010, 20), (1000, 2500, 5)],  # one stripe of 3,000 rows; the third of three
+)
+def test_a_few_picked_rows_of_a_big_stripe_are_read_by_seeking_as_the_stripe_read_gives_them(
+    tmp_path, stripe_reads, monkeypatch, stripe_rows, low, count
+):
+    table = AcidTableWriter(str(tmp_path / "t"), TYPES, stripe_rows=stripe_rows)
+    table.insert([_typed_row(i) for i in range(3000)])
+    seeks = []
+    real = data_file_open.OpenFile.rows_of
+
+    def counted(self, column, first, count, timestamp_unit="us"):
+        seeks.append((column, first, count))
+        return real(self, column, first, count, timestamp_unit)
+
+    monkeypatch.setattr(data_file_open.OpenFile, "rows_of", counted)
+    names = [name for name, _ in TYPES]
+    everything = [
+        pa.RecordBatch.from_arrays([*b.columns, b.row_id], names=[*names, "rowId"])
+        for b in _reader(tmp_path / "t").data_batches()
+    ]
+    expected = pa.Table.from_batches(everything).slice(low, count)  # rowIds from low
+    stripe_reads.clear()
+    picked = [
+        pa.RecordBatch.from_arrays([*b.columns, b.row_id], names=[*names, "rowId"])
+        for b in _reader(tmp_path / "t").data_batches(select=_row_ids(low, low + count - 1))
+    ]
+    assert seeks == [("row", low, count)]  # under 1/128 of the stripe's rows
+    assert ("row",) not in stripe_reads
+    assert pa.Table.from_batches(picked).equals(expected)
+    assert expected.num_rows == count and expected["c"][0].as_py() == "ab  "  # char(4): padded
