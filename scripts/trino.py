@@ -25,7 +25,9 @@ system: a table's location is the plain file:// folder the provider reads):
 
 The metastore: without --metastore, `start` starts (or reuses) one of its own with
 scripts/metastore.py, in the home .cache/hive-metastore/trino, with `--no-transformer`, and `stop`
-stops it again. The transformer has to be off: Trino creates a table with the metastore's old
+stops it again: also after a failed start, and after a restart of a Trino that died (the state
+file, written before Trino is launched, records that this home started it, and a restart keeps
+that). The transformer has to be off: Trino creates a table with the metastore's old
 `create_table` call, which states no processor capabilities, and Hive 4's default metadata
 transformer (MetastoreDefaultTransformer) refuses a transactional table from such a client
 ("Processor has no capabilities, cannot create an ACID table."), so `CREATE TABLE ... WITH
@@ -372,6 +374,10 @@ def own_metastore(timeout: float) -> tuple[str, bool]:
     return lines[-1], not any("already running" in line for line in lines)
 
 
+def _write_state(home: Path, state: dict) -> None:
+    (home / STATE).write_text(json.dumps(state, indent=2) + "\n")
+
+
 def cmd_start(args: argparse.Namespace) -> int:
     home: Path = args.home
     t0 = time.monotonic()
@@ -388,6 +394,9 @@ def cmd_start(args: argparse.Namespace) -> int:
                 print(f"trino already running (pid {state['pid']}), reused")
                 print(state["url"], flush=True)
                 return 0
+        # A metastore an earlier start of this home started (and whose Trino failed, was
+        # killed or stopped answering) stays this home's to stop, though it is reused now.
+        inherited = bool(state and state.get("own_metastore") and state.get("started_metastore"))
         (home / STATE).unlink(missing_ok=True)
 
         server, fetch_s = fetch()
@@ -396,6 +405,17 @@ def cmd_start(args: argparse.Namespace) -> int:
             metastore_uri = args.metastore
         else:
             metastore_uri, started_metastore = own_metastore(args.timeout)
+            started_metastore = started_metastore or inherited
+        # Recorded before anything else can fail: `stop` after a failed start then stops the
+        # metastore this start started (and a Trino still starting).
+        state = {
+            "pid": 0,
+            "metastore": metastore_uri,
+            "own_metastore": not args.metastore,
+            "started_metastore": started_metastore,
+            "trino_version": TRINO_VERSION,
+        }
+        _write_state(home, state)
         port = args.port or free_port()
         etc = write_conf(home, server, port, metastore_uri)
         logfile = home / "server.log"
@@ -412,28 +432,15 @@ def cmd_start(args: argparse.Namespace) -> int:
                 cwd=home,
                 start_new_session=True,
             )
-        (home / STATE).write_text(
-            json.dumps(
-                {
-                    "pid": proc.pid,
-                    "port": port,
-                    "url": url,
-                    "metastore": metastore_uri,
-                    "own_metastore": not args.metastore,
-                    "started_metastore": started_metastore,
-                    "trino_version": TRINO_VERSION,
-                    "log": str(logfile),
-                    "started_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                },
-                indent=2,
-            )
-            + "\n"
+        state.update(
+            pid=proc.pid,
+            port=port,
+            url=url,
+            log=str(logfile),
+            started_at=time.strftime("%Y-%m-%dT%H:%M:%S"),
         )
-        try:
-            catalogs = wait_ready(proc, url, args.timeout, logfile)
-        except SystemExit:
-            (home / STATE).unlink(missing_ok=True)
-            raise
+        _write_state(home, state)
+        catalogs = wait_ready(proc, url, args.timeout, logfile)  # a failure keeps the state
         print(
             f"trino started in {time.monotonic() - t0:.1f}s (fetch {fetch_s:.1f}s, server "
             f"{time.monotonic() - t_launch:.1f}s; pid {proc.pid}, catalogs {catalogs}, "
@@ -449,11 +456,13 @@ def cmd_stop(args: argparse.Namespace) -> int:
     if not state:
         print(f"no trino recorded in {home}")
         return 0
-    if ours(state["pid"], home):
+    if state["pid"] and ours(state["pid"], home):
         terminate(state["pid"], args.timeout)
         print(f"stopped trino pid {state['pid']} ({state['url']})")
-    else:
+    elif state["pid"]:
         print(f"the trino pid {state['pid']} was not running")
+    else:
+        print("no trino was launched (its start failed before)")
     (home / STATE).unlink(missing_ok=True)
     if state.get("own_metastore") and state.get("started_metastore"):
         done = _metastore("stop", args.timeout)
@@ -465,6 +474,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     state = read_state(args.home)
     if not state:
         print(f"no trino recorded in {args.home}")
+        return 3
+    if not state["pid"]:
+        print(f"no trino was launched: its last start failed ({args.home / STATE})")
         return 3
     if not ours(state["pid"], args.home):
         print(f"recorded pid {state['pid']} is not running ({args.home / STATE} is stale)")

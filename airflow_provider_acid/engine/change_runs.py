@@ -33,6 +33,7 @@ from .change_feed import (
     resolve_at,
     slice_of,
 )
+from .change_pairs import pair_across_slices
 from .change_rows import ChangeRange
 
 
@@ -157,7 +158,10 @@ def compute_feed_slice(
     plan = read_plan(out_fs, root, feed_id)
     planned = plan.planned(slice_key)
     fs, _ = resolve_filesystem(plan.table, None, storage_options)
-    snapshot = resolve_read_view(_plan_source(plan), filesystem=fs)
+    # the plan's lists, also for a table read by location (whose plan has no definition)
+    snapshot = resolve_read_view(
+        _plan_source(plan), plan.write_ids, plan.txns, insert_only=plan.insert_only, filesystem=fs
+    )
     bucket_slice = slice_of(snapshot, plan, slice_key)
     if bucket_slice is None or {f.path for f in bucket_slice.files} != set(planned.files):
         raise CommitError(
@@ -184,7 +188,9 @@ def commit_feed(
     out_filesystem: AbstractFileSystem | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> ChangeFeed:
-    """Verify and commit a planned feed's slices (a committed feed is returned as it is).
+    """Verify and commit a planned feed's slices (a committed feed is returned as it is);
+    updates whose delete and insert fell into different slices are paired first
+    (:func:`.change_pairs.pair_across_slices`).
 
     :param out_uri: the feed's output folder.
     :param feed_id: the planned feed's id.
@@ -195,7 +201,12 @@ def commit_feed(
     out_fs, root = resolve_filesystem(out_uri, out_filesystem, storage_options)
     committed = complete_commit(out_fs, root, feed_id)
     if committed is None:
-        committed = commit_snapshot(root, feed_id, results, out_filesystem=out_fs)
+        plan = read_plan(out_fs, root, feed_id)
+        given = [r if isinstance(r, BucketResult) else BucketResult.from_dict(r) for r in results]
+        paired = pair_across_slices(
+            out_fs, root, plan.settings["changes"]["key"], given, plan.settings
+        )
+        committed = commit_snapshot(root, feed_id, paired, plan=plan, out_filesystem=out_fs)
     change_range = ChangeRange(
         int(committed.settings["changes"]["from_write_id"]), committed.max_write_id
     )
