@@ -165,10 +165,11 @@ dist: install
 
 # MIT Kerberos from Debian's packages: libkrb5-dev, which the gssapi wheel builds against (the
 # kerberos extra; before make install), and the KDC the kerberos/hdfs tests start
-# (scripts/kdc.py: krb5-kdc, krb5-admin-server for kadmin.local, krb5-user for kinit/klist).
+# (scripts/kdc.py: krb5-kdc, krb5-admin-server for kadmin.local, krb5-user for kinit/klist),
+# and faketime (libfaketime: the clock-skew test runs the CLI with its clock an hour ahead).
 # Installed when absent, as chromium and strace are.
 .PHONY: krb5-dev kdc-packages kdc kdc-stop hdfs hdfs-stop
-KDC_PACKAGES := krb5-kdc krb5-admin-server krb5-user libkrb5-dev
+KDC_PACKAGES := krb5-kdc krb5-admin-server krb5-user libkrb5-dev faketime
 
 krb5-dev:
 	@command -v krb5-config >/dev/null || { $(SUDO) apt-get update -q && \
@@ -178,7 +179,8 @@ krb5-dev:
 kdc-packages:
 	@{ command -v krb5kdc || test -x /usr/sbin/krb5kdc; } >/dev/null && \
 	  { command -v kadmin.local || test -x /usr/sbin/kadmin.local; } >/dev/null && \
-	  command -v kinit >/dev/null && command -v krb5-config >/dev/null || \
+	  command -v kinit >/dev/null && command -v krb5-config >/dev/null && \
+	  command -v faketime >/dev/null || \
 	  { $(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install \
 	  -y -q --no-install-recommends $(KDC_PACKAGES); }
 

@@ -29,6 +29,7 @@ from .cli_arguments import (
     print_warnings,
     source_of,
 )
+from .cli_kerberos import apply_hdfs_settings
 from .cli_pruning import add_index_and_manifest
 
 COMPACT_FORMAT = "airflow-acid/compact"
@@ -461,6 +462,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run: Callable[[argparse.Namespace], int] = args.run
     try:
         check_extras(args)
+        apply_hdfs_settings(args)  # every location of every command: table, --manifest, --out
         return run(args)
     except KeyboardInterrupt:
         if args.debug:

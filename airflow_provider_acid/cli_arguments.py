@@ -67,16 +67,16 @@ def print_warnings(args: argparse.Namespace, warnings: Sequence[str]) -> None:
 
 
 def metastore_address(args: argparse.Namespace) -> Any:
-    """The ``--metastore`` argument as an address (None without one); the Kerberos and HDFS
-    arguments go to the address and to the ``hdfs://`` filesystem's environment.
+    """The ``--metastore`` argument as an address (None without one), with the Kerberos
+    arguments (``main`` has put the HDFS ones in the ``hdfs://`` filesystem's environment).
 
     :param args: the parsed arguments.
     """
     from .cli_kerberos import kerberos_settings
 
-    kerberos = kerberos_settings(args)  # also where hdfs:// answers, for any table
     if not args.metastore:
         return None
+    kerberos = kerberos_settings(args)
     from .metastore.connection import MetastoreAddress
 
     return MetastoreAddress.parse(

@@ -60,24 +60,34 @@ def add_kerberos_arguments(group: Any) -> None:
     )
 
 
+def apply_hdfs_settings(args: argparse.Namespace) -> None:
+    """``--hdfs-*`` and the client's ``--kerberos-principal``/``--kerberos-keytab`` into the
+    environment the ``hdfs://`` filesystem reads, before a command touches any location (its
+    table, ``--manifest``, ``--out``); a bad namenode mapping fails here, naming itself.
+
+    :param args: the parsed arguments (of any command: those without these options are left
+        as they are).
+    """
+    if getattr(args, "hdfs_namenodes", None):
+        parse_namenodes(args.hdfs_namenodes)
+        os.environ[NAMENODES_ENV] = args.hdfs_namenodes
+    if getattr(args, "hdfs_kerberos", False):
+        os.environ[KERBEROS_ENV] = "1"
+    if principal := getattr(args, "kerberos_principal", None):
+        os.environ[PRINCIPAL_ENV] = principal
+    if keytab := getattr(args, "kerberos_keytab", None):
+        os.environ[KEYTAB_ENV] = keytab
+
+
 def kerberos_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The metastore address's GSSAPI keywords from the arguments; sets the HDFS environment.
+    """The metastore address's GSSAPI keywords from the arguments.
 
     :param args: the parsed arguments.
     """
     from .kerberos.login import KerberosLogin
 
-    if getattr(args, "hdfs_namenodes", None):
-        parse_namenodes(args.hdfs_namenodes)  # a bad mapping fails here, naming itself
-        os.environ[NAMENODES_ENV] = args.hdfs_namenodes
-    if getattr(args, "hdfs_kerberos", False):
-        os.environ[KERBEROS_ENV] = "1"
     principal = getattr(args, "kerberos_principal", None)
     keytab = getattr(args, "kerberos_keytab", None)
-    if principal:
-        os.environ[PRINCIPAL_ENV] = principal
-    if keytab:
-        os.environ[KEYTAB_ENV] = keytab
     settings: dict[str, Any] = {
         "kerberos_service_name": getattr(args, "kerberos_service_name", None),
         "server_principal": getattr(args, "metastore_principal", None),

@@ -108,7 +108,8 @@ Settings, in the environment: `ACID_TABLE` (`DB.TABLE`: read by name through the
 of the `hive_metastore` connection `ACID_METASTORE_CONN_ID`, default `metastore_default`) or
 else `ACID_TABLE_URI` (the table's location, read storage-only: without a metastore every
 write on storage, aborted and in-flight ones included, is read as committed, and the tasks
-warn so); `ACID_OUTPUT_URI`; `ACID_CONN_ID` (the storage credentials' `acid` connection).
+warn so); `ACID_OUTPUT_URI`; `ACID_CONN_ID` (the storage credentials' `acid` connection);
+`ACID_SENSOR_POLL_INTERVAL` and `ACID_SENSOR_TIMEOUT` (the sensor's, in seconds: 30 and 6 h).
 Unset, the table is `/tmp/acid-demo/table` and the output `/tmp/acid-demo/snapshots`: the
 trigger form's `table_uri` and `output_uri` override them per run.
 A run triggered without a logical date (REST `"logical_date": null`) waits for writes since
@@ -121,7 +122,7 @@ the snapshot committed before the run was triggered.
         "snapshot_committed_before": INTERVAL_END,
         "acid_conn_id": CONN_ID,
         "deferrable": True,
-        "poll_interval": 30,
+        "poll_interval": int(os.environ.get("ACID_SENSOR_POLL_INTERVAL", 30)),
         "timeout": int(os.environ.get("ACID_SENSOR_TIMEOUT", 6 * 3600)),
         "soft_fail": True,
     }

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """A real HDFS (Hadoop 3.3.6's MiniDFSCluster: a NameNode and a DataNode) on 127.0.0.1.
 
-    python scripts/hdfs.py start [--home DIR] [--kerberos [--kdc-home DIR]]
-    python scripts/hdfs.py status [--home DIR] [--kerberos]
-    python scripts/hdfs.py stop [--home DIR] [--kerberos]
+    python scripts/hdfs.py start [--home DIR] [--kerberos [--kdc-home DIR] | --ha]
+    python scripts/hdfs.py status [--home DIR] [--kerberos | --ha]
+    python scripts/hdfs.py stop [--home DIR] [--kerberos | --ha]
+    python scripts/hdfs.py failover [--home DIR] --ha
 
 `start` fetches the minicluster's jars through Maven on first use (scripts/hdfs/pom.xml, into
 .cache/hdfs/ with its own Maven local repository), then runs scripts/hdfs/MiniHdfs.java (Java's
@@ -14,6 +15,11 @@ HTTP/127.0.0.1@ACID.TEST on the HTTP endpoints, block access tokens; its home de
 .cache/hdfs/kerberos. It prints what a client exports (the namenode mapping for
 $ACID_HDFS_NAMENODES), then the filesystem's URI hdfs://127.0.0.1:PORT last. One already running
 from the same home is reused. Logs: the home's hdfs.log. Standard library only.
+
+`--ha` starts an HA pair instead (unsecured; home .cache/hdfs/ha): the nameservice ns1 with two
+namenodes, the first active, and one DataNode; the mapping lists both (hdfs://ns1 last).
+`failover` makes the active one the standby and the other one active, and prints which is
+active now.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ HOST = "127.0.0.1"
 STATE = "state.json"
 PRINCIPAL = f"hdfs/{HOST}@ACID.TEST"
 SPNEGO = f"HTTP/{HOST}@ACID.TEST"
+NAMESERVICE = "ns1"
 LOG4J = """log4j.rootLogger=WARN,stderr
 log4j.appender.stderr=org.apache.log4j.ConsoleAppender
 log4j.appender.stderr.target=System.err
@@ -110,10 +117,16 @@ def answers(state: dict) -> bool:
 def home_of(args: argparse.Namespace) -> Path:
     if args.home:
         return args.home
-    return CACHE / ("kerberos" if args.kerberos else "run")
+    return CACHE / ("kerberos" if args.kerberos else "ha" if args.ha else "run")
 
 
 def exports(state: dict) -> list[str]:
+    if state.get("ha"):
+        both = ",".join(f"http://{HOST}:{state[k]}" for k in ("http_port", "standby_http_port"))
+        return [f"export ACID_HDFS_NAMENODES={NAMESERVICE}={both}",
+                f"# namenodes nn1 {HOST}:{state['rpc_port']} (active at start) and nn2 "
+                f"{HOST}:{state['standby_rpc_port']}; pid {state['pid']}, log {state['log']}",
+                f"hdfs://{NAMESERVICE}"]  # fmt: skip
     lines = [f"export ACID_HDFS_NAMENODES={HOST}:{state['rpc_port']}=http://{HOST}:"
              f"{state['http_port']}"]  # fmt: skip
     if state.get("kerberos"):
@@ -133,8 +146,10 @@ def cmd_start(args: argparse.Namespace) -> int:
     with locked(home / "start.lock"):
         state = read_state(home)
         if state and alive(state["pid"], home) and answers(state):
-            if bool(state.get("kerberos")) != bool(args.kerberos):
-                fail(f"an HDFS with kerberos={state.get('kerberos')} runs from {home}; stop it")
+            if bool(state.get("kerberos")) != bool(args.kerberos) or bool(state.get("ha")) != bool(
+                args.ha
+            ):
+                fail(f"another kind of HDFS runs from {home}; stop it")
             print(f"hdfs already running (pid {state['pid']}), reused")
             print("\n".join(exports(state)), flush=True)
             return 0
@@ -161,7 +176,10 @@ def cmd_start(args: argparse.Namespace) -> int:
         logfile = home / "hdfs.log"
         out = home / "ready.txt"
         out.unlink(missing_ok=True)
-        cmd = [*java, "-cp", str(lib / "*"), str(LAUNCHER), str(home), str(rpc), str(http), *extra]
+        ports = [str(rpc), str(http)]
+        if args.ha:
+            ports = ["ha", *ports, str(free_port()), str(free_port())]
+        cmd = [*java, "-cp", str(lib / "*"), str(LAUNCHER), str(home), *ports, *extra]
         with open(logfile, "a") as err, open(out, "w") as ready:
             err.write(f"\n===== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(cmd)}\n")
             err.flush()
@@ -181,6 +199,8 @@ def cmd_start(args: argparse.Namespace) -> int:
         state = {"pid": proc.pid, "rpc_port": int(words[1]), "http_port": int(words[2]),
                  "datanode_http_port": int(words[3]), "kerberos": bool(args.kerberos),
                  "krb5_conf": krb5, "home": str(home), "log": str(logfile)}  # fmt: skip
+        if args.ha:
+            state.update(ha=True, standby_rpc_port=int(words[4]), standby_http_port=int(words[5]))
         (home / STATE).write_text(json.dumps(state, indent=2) + "\n")
         print(f"hdfs started (pid {proc.pid}, WebHDFS http://{HOST}:{state['http_port']})")
         print("\n".join(exports(state)), flush=True)
@@ -206,6 +226,23 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_failover(args: argparse.Namespace) -> int:
+    home = home_of(args)
+    state = read_state(home)
+    if not state or not state.get("ha") or not alive(state["pid"], home):
+        fail(f"no HA pair runs from {home}: start one with --ha")
+    done = home / "failover.done"
+    done.unlink(missing_ok=True)
+    (home / "failover.request").write_text("failover\n")
+    deadline = time.monotonic() + args.timeout
+    while not done.is_file() or not done.read_text().strip():
+        if time.monotonic() > deadline:
+            fail(f"no failover within {args.timeout:.0f}s", Path(state["log"]))
+        time.sleep(0.2)
+    print(f"failed over: namenode {done.read_text().split()[1]} is active")
+    return 0
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     home = home_of(args)
     state = read_state(home)
@@ -221,14 +258,19 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["start", "stop", "status"])
+    parser.add_argument("command", choices=["start", "stop", "status", "failover"])
     parser.add_argument("--home", type=lambda p: Path(p).resolve(), help="state, data, logs")
     parser.add_argument("--kerberos", action="store_true", help="secure it (SPNEGO, same KDC)")
     parser.add_argument("--kdc-home", type=lambda p: Path(p).resolve(), help="scripts/kdc.py's")
+    parser.add_argument("--ha", action="store_true", help="an HA pair of namenodes (ns1)")
     parser.add_argument("--port", type=int, default=0, help="NameNode RPC port (default free)")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds to wait at start")
     args = parser.parse_args(argv)
-    return {"start": cmd_start, "stop": cmd_stop, "status": cmd_status}[args.command](args)
+    if args.ha and args.kerberos:
+        parser.error("--ha runs unsecured: give --ha or --kerberos, not both")
+    commands = {"start": cmd_start, "stop": cmd_stop, "status": cmd_status,
+                "failover": cmd_failover}  # fmt: skip
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":

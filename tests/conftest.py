@@ -22,6 +22,7 @@ from hive_fixtures import arrange_fixture_table  # noqa: E402
 
 # A real KDC, the Kerberos metastore and HDFS, for the kerberos and hdfs tests.
 from kerberos_fixtures import (  # noqa: E402, F401
+    hdfs_ha,
     hdfs_kerberos,
     hdfs_plain,
     kdc,

@@ -1,7 +1,8 @@
-"""A real MIT KDC, a Kerberos-secured Hive Metastore and HDFS (unsecured and with Kerberos),
-each started once per session by the project's scripts (scripts/kdc.py, scripts/metastore.py
---auth kerberos, scripts/hdfs.py [--kerberos]) and stopped at the end if this session started
-it. Nothing is skipped: a server that cannot start fails its fixture with the script's output.
+"""A real MIT KDC, a Kerberos-secured Hive Metastore and HDFS (unsecured, with Kerberos, and an
+HA pair of namenodes), each started once per session by the project's scripts (scripts/kdc.py,
+scripts/metastore.py --auth kerberos, scripts/hdfs.py [--kerberos | --ha]) and stopped at the
+end if this session started it. Nothing is skipped: a server that cannot start fails its
+fixture with the script's output.
 
 The realm is ACID.TEST on 127.0.0.1; the provider's user ``acid@ACID.TEST`` has tickets that
 live two minutes (scripts/kdc.py --client-lifetime), so renewals happen within a test.
@@ -121,3 +122,17 @@ def hdfs_kerberos(kdc: Realm) -> Iterator[Hdfs]:
 def hdfs_plain() -> Iterator[Hdfs]:
     """An unsecured HDFS (simple authentication: the user name is trusted)."""
     yield from _hdfs()
+
+
+@pytest.fixture(scope="session")
+def hdfs_ha() -> Iterator[Hdfs]:
+    """An unsecured HA pair of namenodes, the nameservice ns1 (hdfs://ns1); either one may be
+    the active one (``failover_hdfs`` swaps them)."""
+    yield from _hdfs("--ha")
+
+
+def failover_hdfs() -> str:
+    """Make the HA pair's active namenode the standby and the other one active."""
+    done = _run("hdfs.py", "failover", "--ha", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout.strip()

@@ -10,7 +10,8 @@ namenodes answer WebHDFS is a setting (``namenodes``: the acid connection's
 
 or as text, ``AUTHORITY=URL[,URL...][;AUTHORITY=...]``. An HA nameservice lists its namenodes;
 the active one is the first that answers a status call (a standby answers with Hadoop's
-``StandbyException``). With ``kerberos`` on (``hdfs_kerberos``, ``--hdfs-kerberos``,
+``StandbyException``), and it is found again when, after a failover, it answers a call as the
+standby. With ``kerberos`` on (``hdfs_kerberos``, ``--hdfs-kerberos``,
 ``$ACID_HDFS_KERBEROS=1``) every request negotiates SPNEGO with the login
 (:class:`~airflow_provider_acid.kerberos.KerberosLogin`: ``kerberos_principal`` and
 ``kerberos_keytab``, or the ticket cache), renewed before it expires.
@@ -29,6 +30,7 @@ import json
 import logging
 import os
 import posixpath
+import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -112,15 +114,26 @@ class _SpnegoAuth(requests.auth.AuthBase):
     negotiation, so a renewed ticket is the one presented."""
 
     def __init__(self, login: KerberosLogin) -> None:
-        from requests_gssapi import OPTIONAL, HTTPSPNEGOAuth
-
         self.login = login
-        self._auth = HTTPSPNEGOAuth(mutual_authentication=OPTIONAL)
+        self._local = threading.local()
 
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        from requests_gssapi import OPTIONAL, HTTPSPNEGOAuth
+
+        # One negotiation per thread: HTTPSPNEGOAuth keeps each host's security context and
+        # credentials between a request and its 401 answer, which threads listing partitions
+        # side by side would otherwise overwrite (a refused listing, seen as a missing folder).
+        auth = getattr(self._local, "auth", None)
+        if auth is None:
+            auth = self._local.auth = HTTPSPNEGOAuth(mutual_authentication=OPTIONAL)
         host = urlsplit(request.url).hostname or ""
-        self._auth.creds = self.login.credentials(service=f"HTTP/{host}")
-        return self._auth(request)
+        auth.creds = self.login.credentials(service=f"HTTP/{host}")
+        return auth(request)
+
+
+def _raise_unless_gone(error: Exception) -> None:
+    if not isinstance(error, FileNotFoundError):
+        raise error
 
 
 class HdfsFileSystem(WebHDFS):
@@ -214,6 +227,23 @@ class HdfsFileSystem(WebHDFS):
             f"hdfs://{self.authority}: no active namenode among {', '.join(problems)}"
         )
 
+    def walk(self, path: str, maxdepth: int | None = None, topdown: bool = True,
+             on_error: Any = None, **kwargs: Any) -> Any:  # fmt: skip
+        """fsspec's walk (under ``find``), a folder whose listing fails raised instead of
+        left out: only a folder gone since its parent was listed is empty. A table's listing
+        must never drop files silently.
+
+        :param path: the folder.
+        :param maxdepth: how deep to go (None: all the way).
+        :param topdown: parents before their children.
+        :param on_error: as fsspec's; by default every error but a vanished folder raises.
+        :param kwargs: passed on to ``ls``.
+        """
+        return super().walk(
+            path, maxdepth=maxdepth, topdown=topdown, on_error=on_error or _raise_unless_gone,
+            **kwargs,
+        )  # fmt: skip
+
     @classmethod
     def _strip_protocol(cls, path: str) -> str:
         return infer_storage_options(path)["path"] if "://" in path else path
@@ -235,6 +265,20 @@ class HdfsFileSystem(WebHDFS):
         )
 
     def _call(self, op, method="get", path=None, data=None, redirect=True, **kwargs):  # noqa: ANN001, ANN202
+        """One WebHDFS call; when the namenode has become the standby of an HA nameservice (a
+        failover since it was found active), the active one is found again and the call made
+        there, once."""
+        try:
+            return self._call_once(op, method, path, data, redirect, **kwargs)
+        except RuntimeError as exc:  # fsspec's error for a RemoteException it has no class for
+            if "in state standby" not in str(exc) or len(self.namenodes) < 2:
+                raise
+        active = self._active(self.namenodes, self.user)
+        parts = urlsplit(active)
+        self.url = f"{parts.scheme}://{parts.netloc}/webhdfs/v1"
+        return self._call_once(op, method, path, data, redirect, **kwargs)
+
+    def _call_once(self, op, method, path, data, redirect, **kwargs):  # noqa: ANN001, ANN202
         try:
             return super()._call(op, method, path, data, redirect, **kwargs)
         except PermissionError as exc:

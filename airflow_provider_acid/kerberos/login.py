@@ -14,6 +14,7 @@ already made stay authenticated; new ones use the new ticket.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import tempfile
 import threading
@@ -24,6 +25,7 @@ from .errors import KerberosConfigurationError, translate
 
 #: A ticket with fewer seconds than this left (or a quarter of its life) is renewed.
 RENEW_MARGIN = 20.0
+log = logging.getLogger(__name__)
 _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
 
@@ -160,6 +162,11 @@ class KerberosLogin:
             os.replace(fresh, path)
         _ticket_lives[cache] = float(lifetime)
         _logins[cache] = _logins.get(cache, 0) + 1
+        log.info(
+            "Kerberos: %s logged in from the keytab %s into %s (login %d of this process; the "
+            "ticket lives %.0f s)",
+            self.principal, self.keytab, cache, _logins[cache], lifetime,
+        )  # fmt: skip
         return float(lifetime)
 
 

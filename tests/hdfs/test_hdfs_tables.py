@@ -6,10 +6,13 @@ unsecured (the plain metastore)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from hdfs_helpers import PRINCIPAL_TEMPLATE, HdfsTable, ids, make_table
+from hdfs_helpers import PRINCIPAL_TEMPLATE, STORAGE_SETTINGS, HdfsTable, ids, make_table
 
 from airflow_provider_acid import cli
 from airflow_provider_acid.acid.hdfs import HdfsEndpointError, HdfsFileSystem
@@ -90,6 +93,35 @@ def test_a_table_on_unsecured_hdfs_is_read_by_name_and_its_snapshot_written(
     _compact_both_ways(plain_table, tmp_path, capsys)
 
 
+def test_compacting_a_slice_manifest_onto_hdfs_takes_the_hdfs_arguments(kerberos_table, tmp_path):
+    """``compact --manifest`` names no table: the --hdfs-* and Kerberos arguments alone say
+    where the manifest's hdfs:// table and the hdfs:// output answer (no setting in the
+    environment of the CLI's process)."""
+    cli_path = str(Path(sys.executable).with_name("airflow-acid"))
+    env = {k: v for k, v in os.environ.items() if k not in STORAGE_SETTINGS}
+    manifest = tmp_path / "manifest.json"
+    made = subprocess.run(
+        [cli_path, "manifest", "--table", kerberos_table.name, *kerberos_table.args,
+         "--where", "id >= 12", "--out", str(manifest)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    out = kerberos_table.hdfs.folder() + "/out"
+    at = kerberos_table.args.index("--kerberos-principal")
+    hdfs_args = kerberos_table.args[at:]  # the login, --hdfs-namenodes and --hdfs-kerberos
+    assert "--hdfs-namenodes" in hdfs_args and "--metastore" not in hdfs_args
+    compact = [cli_path, "compact", "--manifest", str(manifest), "--out", out]
+    without = subprocess.run(compact, env=env, capture_output=True, text=True, timeout=300)
+    assert without.returncode == cli.EXIT_ERROR
+    assert "no namenode HTTP endpoint" in without.stderr.splitlines()[0], without.stderr
+    done = subprocess.run(
+        [*compact, *hdfs_args], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    fs, path = resolve_filesystem(out)  # this process has the settings (kerberos_table)
+    assert ids(fs, path) == [i for i in kerberos_table.committed_ids() if i >= 12]
+
+
 def test_an_hdfs_location_without_an_endpoint_is_one_line_and_nothing_is_written(
     kerberos_table, tmp_path, capsys, monkeypatch
 ):
@@ -131,6 +163,13 @@ def test_permission_denied_on_hdfs_names_the_path_and_the_principal(kerberos_tab
     with pytest.raises(PermissionError, match="intruder"):
         outsider.pipe_file(f"{table_dir}/_not_yours", b"x")
     assert not fs.exists(f"{table_dir}/_not_yours")
+    # A folder that may not be listed fails a listing of the table: it is not left out of it.
+    private = f"{table_dir}/_private"
+    fs.pipe_file(f"{private}/kept", b"x")
+    fs.chmod(private, "700")
+    with pytest.raises(PermissionError, match="_private"):
+        outsider.find(table_dir)
+    assert f"{fs._strip_protocol(private)}/kept" in fs.find(table_dir)  # its owner lists it
 
 
 def test_whole_writes_and_the_exclusive_create_on_webhdfs(kerberos_table):

@@ -9,6 +9,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -218,3 +219,37 @@ def test_a_keytab_login_lives_in_its_own_cache(kdc, keytab_login):
     path = keytab_login.cache.removeprefix("FILE:")
     assert os.stat(path).st_mode & 0o777 == 0o600
     assert path != os.environ.get("KRB5CCNAME", "").removeprefix("FILE:")
+
+
+def test_clock_skew_of_a_client_an_hour_ahead_is_named_and_nothing_is_written(
+    sales, kerberos_metastore_uri, kdc, tmp_path
+):
+    """The CLI under libfaketime (Debian's faketime), its clock an hour ahead of the KDC's.
+    MIT's ``kdc_timesync`` (on by default) corrects the client's clock from the KDC's reply;
+    with it off, as Heimdal and Java clients behave, the skew is an error."""
+    faketime = shutil.which("faketime")
+    if faketime is None:
+        pytest.fail("faketime is not installed: make kdc-packages installs it", pytrace=False)
+    keytab = tmp_path / "acid.keytab"  # a keytab path of its own: a private ticket cache too
+    shutil.copy(kdc.keytab, keytab)
+    realm_conf = Path(kdc.krb5_conf).read_text()
+    no_sync = tmp_path / "krb5.conf"
+    no_sync.write_text(realm_conf.replace("[libdefaults]", "[libdefaults]\n    kdc_timesync = 0"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACID_KERBEROS_")}
+    out = tmp_path / "out"
+    argv = [
+        faketime, "-f", "+1h", str(Path(sys.executable).with_name("airflow-acid")),
+        *_compact(kerberos_metastore_uri, sales.name, out, "--kerberos-principal", kdc.principal,
+                  "--kerberos-keytab", str(keytab)),
+    ]  # fmt: skip
+    skewed = subprocess.run(
+        argv, env={**env, "KRB5_CONFIG": str(no_sync)}, capture_output=True, text=True, timeout=300
+    )
+    assert skewed.returncode == cli.EXIT_ERROR, skewed.stderr
+    error, hint = skewed.stderr.strip().splitlines()
+    assert "clock skew too great between this host and the KDC" in error
+    assert kdc.principal in error and "hive/127.0.0.1@ACID.TEST" in error and "NTP" in error
+    assert not out.exists()
+    synced = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    assert synced.returncode == 0, synced.stderr  # the library's own correction
+    assert len(_ids(out)) == 37
