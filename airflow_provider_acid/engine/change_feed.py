@@ -462,7 +462,7 @@ def compute_slice(
         )
         finished = finish(changes.rows, slice_range, partition_values)
     schema = feed_schema(settings)
-    writer = BucketFileWriter(
+    writer = BucketFileWriter.for_slice(
         out_fs,
         plan.out,
         bucket_slice.partition.path,
@@ -471,7 +471,6 @@ def compute_slice(
         schema,
         settings,
     )
-    writer.remove_leftovers()
     try:
         table = finished.rows.select(schema.names).cast(schema)
         for start in range(0, table.num_rows, settings["row_group_rows"]):

@@ -148,9 +148,9 @@ def _rewrite(
         version="2.6",
         write_statistics=True,
     )
-    write_whole(fs, posixpath.join(root, relative), sink.getvalue().to_pybytes())  # never half
-    size = int(fs.info(posixpath.join(root, relative))["size"])
-    return OutputFile(relative, table.num_rows, size)
+    data = sink.getvalue().to_pybytes()
+    write_whole(fs, posixpath.join(root, relative), data)  # never half
+    return OutputFile(relative, table.num_rows, len(data))  # the commit checks it on storage
 
 
 def pair_across_slices(

@@ -99,7 +99,7 @@ def compact_bucket(
         partition_scalar(c["name"], values.get(c["name"]), HiveType.parse(c["hive_type"]), unit)
         for c in settings["partition_columns"]
     ]
-    writer = BucketFileWriter(
+    writer = BucketFileWriter.for_slice(
         out_fs,
         plan.out,
         bucket_slice.partition.path,
@@ -108,7 +108,6 @@ def compact_bucket(
         schema,
         settings,
     )
-    writer.remove_leftovers()
     invalid = deleted = filtered = written = 0
     try:
         for batch in reader.data_batches():

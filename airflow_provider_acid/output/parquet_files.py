@@ -99,6 +99,32 @@ class BucketFileWriter:
     def _absolute(self, relative: str) -> str:
         return posixpath.join(self.out_root, relative) if relative else self.out_root
 
+    @classmethod
+    def for_slice(
+        cls,
+        fs: AbstractFileSystem,
+        out_root: str,
+        partition_path: str,
+        snapshot_id: str,
+        bucket: int,
+        schema: pa.Schema,
+        settings: Mapping[str, Any],
+    ) -> BucketFileWriter:
+        """The writer of one slice's files, after removing what a killed earlier attempt at
+        the same slice left (:meth:`remove_leftovers`).
+
+        :param fs: the output filesystem.
+        :param out_root: the output folder.
+        :param partition_path: the slice's partition folder, relative to ``out_root``.
+        :param snapshot_id: the snapshot the files are part of.
+        :param bucket: the slice's bucket.
+        :param schema: the files' Arrow schema.
+        :param settings: the plan's settings (row groups, file size, compression).
+        """
+        writer = cls(fs, out_root, partition_path, snapshot_id, bucket, schema, settings)
+        writer.remove_leftovers()
+        return writer
+
     def remove_leftovers(self) -> list[str]:
         """Delete the temporaries of this bucket's files that an earlier, killed attempt at the
         same snapshot left (complete files of it are replaced by the same bytes, or removed by
