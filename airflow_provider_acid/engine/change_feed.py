@@ -518,7 +518,7 @@ def change_counts(result: SnapshotResult, fs: AbstractFileSystem) -> dict[str, i
     counts = dict.fromkeys(CHANGE_TYPES, 0)
     for path in result.file_paths():
         with fs.open(path, "rb") as handle:
-            column = pq.read_table(handle, columns=["_change_type"])["_change_type"]
+            column = pq.ParquetFile(handle).read(columns=["_change_type"])["_change_type"]
         for value in pc.value_counts(column).to_pylist():
             counts[value["values"]] += value["counts"]
     return counts

@@ -17,8 +17,9 @@ bucket file of an unbucketed table. :func:`pair_across_slices` finds them before
 
 Nothing else changes: values, identities, ``_commit_write_id`` and ``_change_ordinal`` stay,
 so the feed applies as before. Memory: the keys and writes of the feed's unpaired deletes, the
-changes of those keys, and one file at a time. A file whose footer statistics show no delete
-is not read for step 1 (an insert-only feed costs a footer per file).
+changes of those keys, and one file at a time. A feed none of whose slices read a delete
+event (and diffed none) holds no delete: nothing is read. A file whose footer statistics show
+no delete is not read for step 1.
 """
 
 from __future__ import annotations
@@ -171,6 +172,8 @@ def pair_across_slices(
     results = list(results)
     if not key or len(results) < 2:
         return results
+    if not settings["changes"]["identity_diff_slices"] and not any(r.delete_keys for r in results):
+        return results  # no slice read a delete event: the feed holds no delete to pair
     files = [f for r in results for f in r.files]
     owner = [(i, j) for i, r in enumerate(results) for j in range(len(r.files))]
     if not files:
