@@ -34,10 +34,11 @@ class AcidMetastoreWriteSensor(OpenLineageMixin, BaseSensorOperator):
 
     ``wait_on="notifications"`` waits on the metastore's notification log instead of polling
     the write-id list (where the metastore has the log on; an error names the metastore when
-    it has not). The first look reads the write-id list and takes the log's cursor (the
-    newest event id, or ``after_event_id``); later looks, and the trigger, read the log from
-    the cursor and look at the write-id list again only when it shows a commit of the table
-    (another table's commit or an abort does not count). Its XCom adds ``last_event_id``: the
+    it has not). The first look (and the trigger's, when it starts) reads the write-id list,
+    the log's cursor taken before it (the newest event id, or ``after_event_id``); later
+    looks, and the trigger, read the log from the cursor and look at the write-id list again
+    only when it shows a commit of the table (another table's commit or an abort does not
+    count). Its XCom adds ``last_event_id``: the
     cursor to give the next run as ``after_event_id``.
 
     :param table: ``db.table`` in the metastore.

@@ -33,10 +33,11 @@ class AcidMetastoreWriteTrigger(BaseTrigger):
     ...}`` or ``{"status": "error", "message": "..."}``. Holds only primitive arguments.
 
     With ``wait_on="notifications"`` it reads the metastore's notification log instead of
-    polling the write-id list: from the event-id cursor ``after_event_id`` on, it looks at the
-    write-id list only when the log shows a commit of the table (mapped through its
-    ``ALLOC_WRITE_ID_EVENT``) or of a transaction allocated before the cursor; another table's
-    commit or an abort never wakes it. The cursor is an argument: a triggerer restart reads
+    polling the write-id list: it looks at the write-id list once when it starts, then reads
+    the log from the event-id cursor ``after_event_id`` on and looks again only when the log
+    shows a commit of the table (mapped through its ``ALLOC_WRITE_ID_EVENT``) or of a
+    transaction allocated before the cursor; another table's commit or an abort never wakes
+    it. The cursor is an argument: a triggerer restart reads
     the log again from it, so no commit since the deferral is missed. Its event adds
     ``last_event_id``, the cursor to resume from, and ``alter_event_ids``, the table's
     ``ALTER_TABLE`` events read.
@@ -129,10 +130,12 @@ class AcidMetastoreWriteTrigger(BaseTrigger):
     async def _run_on_log(self, address: MetastoreAddress) -> AsyncIterator[TriggerEvent]:
         reader = await asyncio.to_thread(self._reader, address)
         alters: list[int] = []
+        look = True  # once at the start: what was committed before the cursor counts too
         while True:
             log = await asyncio.to_thread(_read, address, reader)
             alters += log.alter_event_ids
-            if log.committed_write_ids or log.unmatched_commits:
+            if look or log.committed_write_ids or log.unmatched_commits:
+                look = False
                 writes = await asyncio.to_thread(self._writes, address)
                 if writes.found:
                     yield TriggerEvent(

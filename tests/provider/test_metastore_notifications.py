@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +20,9 @@ from urllib.parse import urlsplit
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
 from airflow.sdk.module_loading import import_string
+from test_example_dags import xcom
 from test_metastore_sensor import Table, connection, first_event, thrift_table
+from test_snapshot_tasks import register
 
 from airflow_provider_acid.metastore import MetastoreClient, NotificationLogError
 from airflow_provider_acid.metastore.notifications import (
@@ -188,7 +192,7 @@ def test_the_trigger_fires_on_a_commit_to_its_table_not_another_tables_nor_an_ab
         pending = await asyncio.to_thread(events.begin)
         await asyncio.sleep(1.0)  # several reads of the log
         assert not waiting.done()
-        assert looks == []  # neither woke it up to look at the write-id list
+        assert looks == [events.name]  # its look at the start; neither woke it up again
         await asyncio.to_thread(events.commit, pending)
         return pending, await asyncio.wait_for(waiting, timeout=10)
 
@@ -196,7 +200,7 @@ def test_the_trigger_fires_on_a_commit_to_its_table_not_another_tables_nor_an_ab
     payload = event.payload
     assert payload["status"] == "success", payload
     assert payload["write_ids"] == [pending] and payload["watermark"] == watermark
-    assert looks == [events.name]  # one look, after the commit
+    assert looks == [events.name] * 2  # and one after the commit
     assert payload["last_event_id"] == current_event_id(events.client)
     assert payload["alter_event_ids"] == []
 
@@ -221,9 +225,9 @@ def test_the_cursor_resumes_after_a_triggerer_restart(tables, log_conn):
     assert event is not None and event.payload["status"] == "success", event
     assert event.payload["write_ids"] == [written]
     assert len(event.payload["alter_event_ids"]) == 1
-    # A cursor past that commit does not fire on it:
-    after = dict(kwargs, after_event_id=event.payload["last_event_id"], above_write_id=None)
-    assert first_event(import_string(path)(**after), 0.5) is None
+    # From the cursor it returned, with the watermark moved to that write, nothing fires:
+    resumed = dict(kwargs, after_event_id=event.payload["last_event_id"], above_write_id=written)
+    assert first_event(import_string(path)(**resumed), 0.5) is None
 
 
 def test_a_write_open_before_the_cursor_is_confirmed_by_the_write_id_list(tables, log_conn):
@@ -273,3 +277,58 @@ def test_the_sensor_defers_with_the_logs_cursor_and_pokes_on_the_log(tables, log
     event = dict(done.xcom_value, status="success", last_event_id=7)
     resumed = sensor.execute_complete({}, event)
     assert resumed["waited_in"] == "triggerer" and resumed["last_event_id"] == 7
+
+
+def test_under_dag_test_the_deferred_sensor_fires_in_the_triggerer_on_the_log(
+    airflow_db, tables, notifications_metastore_uri, log_conn, tmp_path, monkeypatch
+):
+    from airflow.sdk import DAG
+
+    events, others = tables
+    watermark = events.committed()
+    pending = events.begin()  # committed while the trigger waits
+    started_looking = threading.Event()
+    real = trigger_module.committed_writes_since
+
+    def look(*args, **kwargs):  # the trigger's real look; the first says it runs
+        started_looking.set()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(trigger_module, "committed_writes_since", look)
+    with DAG(dag_id="metastore_sensor_notifications", schedule=None) as dag:
+        AcidMetastoreWriteSensor(
+            task_id="wait",
+            table=events.name,
+            metastore_conn_id=log_conn,
+            above_write_id=watermark,
+            wait_on="notifications",
+            deferrable=True,
+            poll_interval=0.2,
+            timeout=60,
+        )
+
+    committed_at: list[float] = []
+
+    def later() -> None:  # once the trigger runs: another table's commit, an abort, then ours
+        if not started_looking.wait(60):
+            return
+        others.committed()
+        events.aborted()
+        time.sleep(1.0)  # several reads of the log
+        committed_at.append(time.monotonic())
+        events.commit(pending)
+
+    writer = threading.Thread(target=later, daemon=True)
+    writer.start()
+    run = register(dag, tmp_path).test()
+    finished = time.monotonic()
+    started_looking.set()
+    writer.join()
+    (ti,) = run.get_task_instances()
+    assert ti.state == "success"
+    assert committed_at and finished >= committed_at[0]  # not before the commit
+    result = xcom(run, "wait")
+    assert result["waited_in"] == "triggerer"
+    assert result["write_ids"] == [pending] and result["watermark"] == watermark
+    assert result["metastore"] == notifications_metastore_uri
+    assert result["last_event_id"] == current_event_id(events.client)
