@@ -273,16 +273,19 @@ def _join_records(
     seg_rows: list[pa.Array | None] = []
     values: list[pa.Table] = []
     offset = 0
+    identity = True  # every segment's record i is its file i: so are the concatenated ones
     for table, files in zip(tables, file_tables, strict=True):
         n = files.num_rows
         if table is None:
             seg_rows.append(pa.nulls(n, pa.int64()))
+            identity = False
             continue
         if ORDINAL in table.column_names:
             keys, targets = as_array(table.column(ORDINAL)).cast(pa.int64()), arange(n)
         else:
             keys, targets = as_array(table.column("path")), as_array(files.column("path"))
         rows = None if aligned(targets, keys) else pc.index_in(targets, value_set=keys)
+        identity = identity and rows is None
         if offset:
             rows = pc.add(arange(n) if rows is None else rows.cast(pa.int64()), offset)
         seg_rows.append(rows)
@@ -292,8 +295,8 @@ def _join_records(
         empty = pa.table({name: pa.array([], pa.int64()) for name in COUNT_COLUMNS})
         return _Joined(None, empty, pa.nulls(sum(t.num_rows for t in file_tables), pa.int64()))
     combined = pa.concat_tables(values).combine_chunks() if len(values) > 1 else values[0]
-    if len(seg_rows) == 1:
-        return _Joined(family, combined, seg_rows[0])
+    if len(seg_rows) == 1 or identity:
+        return _Joined(family, combined, None if identity else seg_rows[0])
     rows = pa.concat_arrays(
         [
             arange(t.num_rows) if r is None else r.cast(pa.int64())
