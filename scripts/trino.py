@@ -328,7 +328,15 @@ def wait_ready(proc: subprocess.Popen, url: str, timeout: float, logfile: Path) 
             fail(f"Trino exited with code {proc.returncode} while starting", logfile)
         try:
             if not _get_json(f"{url}/v1/info").get("starting", True):
-                return sorted(r[0] for r in query(url, "SHOW CATALOGS"))
+                # "Started" comes before the node manager counts this node as active: until
+                # then, a query with a distributed stage fails with "nodes is empty" (an INSERT)
+                # or "No nodes available to run query", while SHOW CATALOGS, which runs on the
+                # coordinator alone, already answers. Ready is when the node manager lists
+                # this node as active and a scan runs on it.
+                active = "SELECT count(*) FROM system.runtime.nodes WHERE state = 'active'"
+                if query(url, active)[0][0] >= 1:
+                    query(url, "SELECT count(*) FROM tpch.tiny.nation")
+                    return sorted(r[0] for r in query(url, "SHOW CATALOGS"))
         except (OSError, ValueError, RuntimeError) as e:
             last = e
         time.sleep(0.5)
