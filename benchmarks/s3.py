@@ -3,6 +3,7 @@
     python benchmarks/s3.py [--latency 0.02] [--bandwidth MB_PER_S] [--repeat 2]
                             [--workers 1] [--manifest-partitions 2000]
                             [--manifest-files-per-partition 500] [--no-manifest]
+                            [--manifest-only]
 
 The server is S3Proxy with its filesystem backend (``scripts/s3.py``, started here unless it
 runs, in ``.cache/s3proxy/run``); every request goes through the fault proxy
@@ -27,7 +28,9 @@ and counts every request and every body byte it passes.
    folder as hard links (made once, kept in ``.cache/s3proxy/run``), with a column-stats index
    of them all written through the server. Then the manifest of ``p = 7 AND amount = 7`` is
    computed through the proxy, best of ``--repeat``: its requests and time, with no added
-   latency and with ``--latency``.
+   latency and with ``--latency``. The index is written once per index layout (its folder
+   and marker name the layout). ``--manifest-only`` runs only this part (its last line is
+   ``s3: manifest 1M: N requests, T.TT s``).
 
 The last line: ``s3 +20ms: compaction X.XXx local, bytes Y.YYx needed, Z.Z requests/file;
 manifest 1M: N requests, T.TT s`` (the manifest figures without added latency). Targets
@@ -277,6 +280,106 @@ def manifest_once(table: str, index: str, options: dict) -> Any:
 # -- the run ----------------------------------------------------------------------------------
 
 
+def compaction_figures(args: argparse.Namespace, proxy: Any, by_key: Counter, data: Path) -> dict:
+    """Part 1: the local and the S3 compactions, best of ``--repeat``; printed as they run."""
+    workdir = Path(args.workdir)
+    base = args.buckets * args.rows_per_bucket
+    delta = int(base * compaction_bench.DELTA_FRACTION)
+    local = workdir / f"table-{args.buckets}x{args.rows_per_bucket}"
+    compaction_bench.generate_in_child(local, args.buckets, base, delta, delta)
+    name = f"bench-{args.buckets}x{args.rows_per_bucket}"
+    lay_tree(local, data / BUCKET / name)
+    table_url = f"s3://{BUCKET}/{name}"
+    options = options_for(proxy.endpoint_url)
+    bandwidth = args.bandwidth * 1e6 if args.bandwidth else None
+    label = f"+{args.latency * 1000:.0f}ms"
+    needed, n_files, _ = needed_bytes(str(local))
+    locals_, remotes = [], []
+    for round_number in range(args.repeat):
+        scratch = Path(tempfile.mkdtemp(prefix="s3-bench-", dir=workdir))
+        locals_.append(run_child(str(local), str(scratch / "out"), args.workers, None))
+        shutil.rmtree(scratch, ignore_errors=True)
+        out = f"s3://{BUCKET}/out-{os.getpid()}-{round_number}"
+        by_key.clear()
+        mark = len(proxy.seen())
+        with proxy.shaped(args.latency, bandwidth):
+            remote = run_child(table_url, out, args.workers, options)
+        seen = proxy.seen()[mark:]
+        remote["requests"] = Counter(r.operation for r in seen)
+        remote["fetched"] = sum(v for k, v in by_key.items() if k.startswith(f"{name}/"))
+        remotes.append(remote)
+        shutil.rmtree(data / BUCKET / out.rpartition("/")[2], ignore_errors=True)
+        print(
+            f"  round {round_number + 1}: local {locals_[-1]['seconds']:.2f} s "
+            f"(CPU {locals_[-1]['cpu_seconds']:.2f} s), S3 {label} {remote['seconds']:.2f} s "
+            f"(CPU {remote['cpu_seconds']:.2f} s; {sum(remote['requests'].values())} "
+            f"requests, {remote['peak_rss_mib']:.0f} MiB)",
+            file=sys.stderr,
+        )
+    best_local = min(locals_, key=lambda r: r["seconds"])
+    best_remote = min(remotes, key=lambda r: r["seconds"])
+    if best_local["rows"] != best_remote["rows"]:
+        raise RuntimeError(f"local and S3 compactions disagree: {best_local} {best_remote}")
+    return {
+        "base": base,
+        "delta": delta,
+        "needed": needed,
+        "n_files": n_files,
+        "best_local": best_local,
+        "best_remote": best_remote,
+        "ratio": best_remote["seconds"] / best_local["seconds"],
+        "fetched": best_remote["fetched"] / needed,
+        "requests": sum(best_remote["requests"].values()) / n_files,
+        "rss": max(r["peak_rss_mib"] for r in remotes) / args.workers,
+    }
+
+
+def manifest_figures(args: argparse.Namespace, proxy: Any, data: Path) -> tuple[int, float]:
+    """Part 2: the one-partition manifest on 1M objects, best of ``--repeat``, without and
+    with ``--latency``; printed as measured. Returns (requests, seconds) without latency."""
+    options = options_for(proxy.endpoint_url)
+    count = args.manifest_partitions * args.manifest_files_per_partition
+    many = lay_many(
+        data,
+        f"many-{args.manifest_partitions}x{args.manifest_files_per_partition}",
+        args.manifest_partitions,
+        args.manifest_files_per_partition,
+    )
+    # one index per layout of the index (segments of path ranges since issue #25), so runs of
+    # an earlier checkout and of this one in the same data folder each read their own
+    from airflow_provider_acid.pruning.index_format import SEGMENT_FILES
+
+    layout = f"ranges-{SEGMENT_FILES}"
+    index = f"{many}_acid/_index-{layout}"
+    marker = data / BUCKET / f".{many.rpartition('/')[2]}.indexed-{layout}"
+    if not marker.exists():
+        started = time.perf_counter()
+        write_many_index(many, index, args.manifest_partitions,
+                         args.manifest_files_per_partition, options)  # fmt: skip
+        marker.touch()
+        print(f"  index written in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    figures = {}
+    for latency in (0.0, args.latency):
+        best: tuple = (float("inf"), Counter(), None)
+        for _ in range(args.repeat):
+            mark = len(proxy.seen())
+            with proxy.shaped(latency, None):
+                started = time.perf_counter()
+                made = manifest_once(many, index, options)
+                elapsed = time.perf_counter() - started
+            ops = Counter(r.operation for r in proxy.seen()[mark:])
+            best = min(best, (elapsed, ops, made.metrics), key=lambda b: b[0])
+        figures[latency] = best
+        print(
+            f"manifest {count:,} objects, p = 7, +{latency * 1000:.0f}ms: "
+            f"{sum(best[1].values())} requests {dict(best[1])}, {best[0]:.2f} s, of which "
+            f"index read {best[2].index_read_seconds:.2f} s "
+            f"({best[2].partitions_kept} partition kept)"
+        )
+    m_seconds, ops, _ = figures[0.0]
+    return sum(ops.values()), m_seconds
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "_run":
@@ -292,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--manifest-partitions", type=int, default=2000)
     parser.add_argument("--manifest-files-per-partition", type=int, default=500)
     parser.add_argument("--no-manifest", dest="manifest", action="store_false")
+    parser.add_argument("--manifest-only", action="store_true", help="skip the compaction")
     parser.add_argument(
         "--workdir", default=os.path.join(tempfile.gettempdir(), "airflow-acid-benchmark")
     )
@@ -300,123 +404,53 @@ def main(argv: list[str] | None = None) -> int:
     from airflow_provider_acid.testing.fault_proxy import FaultProxy
 
     endpoint, data = start_server()
-    workdir = Path(args.workdir)
-    base = args.buckets * args.rows_per_bucket
-    delta = int(base * compaction_bench.DELTA_FRACTION)
-    local = workdir / f"table-{args.buckets}x{args.rows_per_bucket}"
-    compaction_bench.generate_in_child(local, args.buckets, base, delta, delta)
-    name = f"bench-{args.buckets}x{args.rows_per_bucket}"
-    lay_tree(local, data / BUCKET / name)
-    table_url = f"s3://{BUCKET}/{name}"
-
     by_key: Counter = Counter()
     proxy = FaultProxy(endpoint, answered=lambda key, size: by_key.update({key: size})).start()
-    options = options_for(proxy.endpoint_url)
-    bandwidth = args.bandwidth * 1e6 if args.bandwidth else None
     label = f"+{args.latency * 1000:.0f}ms"
     try:
-        needed, n_files, _ = needed_bytes(str(local))
-        locals_, remotes = [], []
-        for round_number in range(args.repeat):
-            scratch = Path(tempfile.mkdtemp(prefix="s3-bench-", dir=workdir))
-            locals_.append(run_child(str(local), str(scratch / "out"), args.workers, None))
-            shutil.rmtree(scratch, ignore_errors=True)
-            out = f"s3://{BUCKET}/out-{os.getpid()}-{round_number}"
-            by_key.clear()
-            mark = len(proxy.seen())
-            with proxy.shaped(args.latency, bandwidth):
-                remote = run_child(table_url, out, args.workers, options)
-            seen = proxy.seen()[mark:]
-            remote["requests"] = Counter(r.operation for r in seen)
-            remote["fetched"] = sum(v for k, v in by_key.items() if k.startswith(f"{name}/"))
-            remotes.append(remote)
-            shutil.rmtree(data / BUCKET / out.rpartition("/")[2], ignore_errors=True)
-            print(
-                f"  round {round_number + 1}: local {locals_[-1]['seconds']:.2f} s "
-                f"(CPU {locals_[-1]['cpu_seconds']:.2f} s), S3 {label} {remote['seconds']:.2f} s "
-                f"(CPU {remote['cpu_seconds']:.2f} s; {sum(remote['requests'].values())} "
-                f"requests, {remote['peak_rss_mib']:.0f} MiB)",
-                file=sys.stderr,
-            )
-        best_local = min(locals_, key=lambda r: r["seconds"])
-        best_remote = min(remotes, key=lambda r: r["seconds"])
-        if best_local["rows"] != best_remote["rows"]:
-            raise RuntimeError(f"local and S3 compactions disagree: {best_local} {best_remote}")
-        ratio = best_remote["seconds"] / best_local["seconds"]
-        fetched = best_remote["fetched"] / needed
-        requests = sum(best_remote["requests"].values()) / n_files
-        rss = max(r["peak_rss_mib"] for r in remotes) / args.workers
-
+        c = None if args.manifest_only else compaction_figures(args, proxy, by_key, data)
         manifest_line = "manifest skipped"
         m_requests, m_seconds = 0, float("nan")
-        if args.manifest:
-            count = args.manifest_partitions * args.manifest_files_per_partition
-            many = lay_many(
-                data,
-                f"many-{args.manifest_partitions}x{args.manifest_files_per_partition}",  # fmt: skip
-                args.manifest_partitions,
-                args.manifest_files_per_partition,
-            )
-            index = f"{many}_acid/_index"
-            marker = data / BUCKET / f".{many.rpartition('/')[2]}.indexed"
-            if not marker.exists():
-                started = time.perf_counter()
-                write_many_index(many, index, args.manifest_partitions,
-                                 args.manifest_files_per_partition, options)  # fmt: skip
-                marker.touch()
-                print(f"  index written in {time.perf_counter() - started:.0f} s",
-                      file=sys.stderr)  # fmt: skip
-            figures = {}
-            for latency in (0.0, args.latency):
-                best = (float("inf"), Counter())
-                for _ in range(args.repeat):
-                    mark = len(proxy.seen())
-                    with proxy.shaped(latency, None):
-                        started = time.perf_counter()
-                        made = manifest_once(many, index, options)
-                        elapsed = time.perf_counter() - started
-                    ops = Counter(r.operation for r in proxy.seen()[mark:])
-                    best = min(best, (elapsed, ops), key=lambda b: b[0])
-                figures[latency] = best
-                kept = made.metrics.partitions_kept
-                print(
-                    f"manifest {count:,} objects, p = 7, +{latency * 1000:.0f}ms: "
-                    f"{sum(best[1].values())} requests {dict(best[1])}, {best[0]:.2f} s "
-                    f"({kept} partition kept)"
-                )
-            m_seconds, ops = figures[0.0]
-            m_requests = sum(ops.values())
+        if args.manifest or args.manifest_only:
+            m_requests, m_seconds = manifest_figures(args, proxy, data)
             manifest_line = f"manifest 1M: {m_requests} requests, {m_seconds:.2f} s"
     finally:
         proxy.stop()
 
-    print(
-        f"table    {args.buckets} buckets, base {base:,} rows, 3 insert + 3 delete deltas of "
-        f"{delta:,} rows; {n_files} ORC files, {needed / 1e6:.1f} MB needed"
-    )
-    print(f"local    {best_local['seconds']:.2f} s, {best_local['peak_rss_mib']:.0f} MiB "
-          f"({args.workers} worker(s), best of {args.repeat})")  # fmt: skip
-    print(
-        f"S3 {label:<5} {best_remote['seconds']:.2f} s, {rss:.0f} MiB a worker; "
-        f"{best_remote['fetched'] / 1e6:.1f} MB fetched; requests "
-        f"{dict(best_remote['requests'])}"
-    )
-    met = {
-        "compaction": ratio <= TARGETS["ratio"],
-        "bytes": fetched <= TARGETS["bytes"],
-        "requests/file": requests <= TARGETS["requests"],
-        "rss": rss <= TARGET_RSS_MIB,
-    }
-    if args.manifest:
+    met = {}
+    if c is not None:
+        best_local, best_remote = c["best_local"], c["best_remote"]
+        print(
+            f"table    {args.buckets} buckets, base {c['base']:,} rows, 3 insert + 3 delete "
+            f"deltas of {c['delta']:,} rows; {c['n_files']} ORC files, "
+            f"{c['needed'] / 1e6:.1f} MB needed"
+        )
+        print(f"local    {best_local['seconds']:.2f} s, {best_local['peak_rss_mib']:.0f} MiB "
+              f"({args.workers} worker(s), best of {args.repeat})")  # fmt: skip
+        print(
+            f"S3 {label:<5} {best_remote['seconds']:.2f} s, {c['rss']:.0f} MiB a worker; "
+            f"{best_remote['fetched'] / 1e6:.1f} MB fetched; requests "
+            f"{dict(best_remote['requests'])}"
+        )
+        met = {
+            "compaction": c["ratio"] <= TARGETS["ratio"],
+            "bytes": c["fetched"] <= TARGETS["bytes"],
+            "requests/file": c["requests"] <= TARGETS["requests"],
+            "rss": c["rss"] <= TARGET_RSS_MIB,
+        }
+    if args.manifest or args.manifest_only:
         met["manifest"] = m_requests <= TARGETS["manifest_requests"] and (
             m_seconds <= TARGETS["seconds"]
         )
     print("targets  " + ", ".join(f"{k}: {'met' if v else 'MISSED'}" for k, v in met.items())
           + f"; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")  # fmt: skip
-    print(
-        f"s3 {label}: compaction {ratio:.2f}x local, bytes {fetched:.2f}x needed, "
-        f"{requests:.1f} requests/file; {manifest_line}"
-    )
+    if c is None:
+        print(f"s3: {manifest_line}")
+    else:
+        print(
+            f"s3 {label}: compaction {c['ratio']:.2f}x local, bytes {c['fetched']:.2f}x needed, "
+            f"{c['requests']:.1f} requests/file; {manifest_line}"
+        )
     return 0
 
 

@@ -4,6 +4,7 @@
     python scripts/metastore.py start [--port N] [--home DIR] [--no-transformer]
                                       [--auth none|config --user U --password P]
                                       [--auth kerberos [--principal P --keytab FILE]]
+                                      [--notifications]
     python scripts/metastore.py status [--home DIR] [--user U --password P]
     python scripts/metastore.py stop [--home DIR]
 
@@ -27,6 +28,13 @@ metastore.sasl.enabled, the metastore's own --principal and --keytab (by default
 that scripts/kdc.py made: hive/127.0.0.1@ACID.TEST and .cache/kdc/run/hive.keytab, with that
 realm's krb5.conf, or $KRB5_CONFIG, given to Java). Its home defaults to
 .cache/hive-metastore/kerberos; it prints the client's exports before the URI.
+
+`--notifications` turns the notification log on: the project's own listener
+(scripts/metastore/NotificationLogListener.java, compiled with javac on first use against the
+fetched jars and cached beside them; the Java file says why it is ours) is named in
+metastore.transactional.event.listeners and writes CREATE_TABLE, ALTER_TABLE, DROP_TABLE,
+ADD_PARTITION, OPEN_TXN, ALLOC_WRITE_ID, COMMIT_TXN and ABORT_TXN events in Hive 4.0.1's JSON.
+Its home defaults to .cache/hive-metastore/notifications.
 
 `--no-transformer` turns off Hive 4's default metadata transformer, which refuses a transactional
 table from a client that states no processor capabilities (the old create_table call) with
@@ -55,6 +63,8 @@ HIVE_VERSION = "4.0.1"
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/: loaded by path too
 from _maven import locked, log, maven, run_package, tail  # noqa: E402
+from _metastore_listener import CLASS as LISTENER_CLASS  # noqa: E402
+from _metastore_listener import compile_listener  # noqa: E402
 from _servers import free_port, in_use, terminate  # noqa: E402
 
 POM = REPO / "scripts" / "metastore" / "pom.xml"
@@ -63,6 +73,7 @@ M2 = CACHE / "m2"
 FETCH_LOG = CACHE / "fetch.log"
 DEFAULT_HOME = CACHE / "run"
 KERBEROS_HOME = CACHE / "kerberos"
+NOTIFICATIONS_HOME = CACHE / "notifications"
 KDC_HOME = REPO / ".cache" / "kdc" / "run"  # scripts/kdc.py's default realm
 STATE = "state.json"
 HOST = "127.0.0.1"
@@ -103,13 +114,25 @@ class Jars:
         self.dist = self.root / f"apache-hive-metastore-{HIVE_VERSION}-bin"
         self.extra = self.root / "extra-lib"
         self.stamp = self.root / "fetched"
+        self.listener: Path | None = None  # the compiled notification-log listener, if used
 
     def complete(self) -> bool:
         return self.stamp.is_file()
 
     def classpath(self, conf: Path) -> str:
         # The metastore's own lib/ first (its jackson, guava, jetty...), then the extra jars.
-        return os.pathsep.join([str(conf), str(self.dist / "lib" / "*"), str(self.extra / "*")])
+        jars = [str(self.dist / "lib" / "*"), str(self.extra / "*")]
+        return os.pathsep.join([str(conf), *jars, *([str(self.listener)] if self.listener else [])])
+
+    def with_listener(self) -> Jars:
+        """Compiles the notification-log listener against these jars once (cached with them)."""
+        with locked(CACHE / "fetch.lock"):
+            try:
+                jars = os.pathsep.join([str(self.dist / "lib" / "*"), str(self.extra / "*")])
+                self.listener = compile_listener(self.root, jars, CACHE / "javac.log")
+            except RuntimeError as e:
+                fail(f"the notification-log listener: {e}", CACHE / "javac.log")
+        return self
 
 
 def fetch() -> tuple[Jars, float]:
@@ -161,6 +184,7 @@ def site_xml(
     transformer: bool,
     principal: str | None = None,
     keytab: str | None = None,
+    notifications: bool = False,
 ) -> str:
     db = home / "metastore_db"
     props = {
@@ -230,6 +254,8 @@ def site_xml(
         )
     else:
         props["metastore.authentication"] = "NOSASL"
+    if notifications:
+        props["metastore.transactional.event.listeners"] = LISTENER_CLASS
     if not transformer:
         # Blank (after trim) means none: HMSHandler only loads a transformer for a non-blank name.
         props["metastore.metadata.transformer.class"] = " "
@@ -264,7 +290,7 @@ def write_conf(home: Path, port: int, args: argparse.Namespace) -> Path:
     conf.mkdir(parents=True, exist_ok=True)
     xml = site_xml(
         home, port, args.auth, args.user, args.password, not args.no_transformer,
-        args.principal, args.keytab,
+        args.principal, args.keytab, args.notifications,
     )  # fmt: skip
     (conf / "metastore-site.xml").write_text(xml)
     # Hadoop's UserGroupInformation reads core-site.xml, not the metastore's file.
@@ -482,6 +508,7 @@ def profile(args: argparse.Namespace) -> dict:
         "user": args.user if args.auth == "config" else None,
         "transformer": not args.no_transformer,
         **({"principal": args.principal} if args.auth == "kerberos" else {}),
+        **({"notifications": True} if args.notifications else {}),
     }
 
 
@@ -499,7 +526,7 @@ def kerberos_defaults(args: argparse.Namespace) -> None:
         )
     os.environ["ACID_METASTORE_KRB5_CONF"] = krb5
     os.environ["KRB5_CONFIG"] = krb5
-    args.home = kerberos_home(args)
+    args.home = own_home(args)
 
 
 def kerberos_exports(args: argparse.Namespace) -> None:
@@ -511,6 +538,7 @@ def kerberos_exports(args: argparse.Namespace) -> None:
 
 def cmd_start(args: argparse.Namespace) -> int:
     kerberos_defaults(args)
+    args.home = own_home(args)
     home: Path = args.home
     user = args.user if args.auth == "config" else None
     if args.auth == "kerberos":
@@ -556,6 +584,8 @@ def cmd_start(args: argparse.Namespace) -> int:
         (home / STATE).unlink(missing_ok=True)
 
         jars, fetch_s = fetch()
+        if args.notifications:
+            jars.with_listener()
         port = args.port or free_port()
         conf = write_conf(home, port, args)
         (home / "warehouse").mkdir(exist_ok=True)
@@ -615,14 +645,17 @@ def cmd_start(args: argparse.Namespace) -> int:
         return 0
 
 
-def kerberos_home(args: argparse.Namespace) -> Path:
-    if args.auth == "kerberos" and args.home == DEFAULT_HOME:
+def own_home(args: argparse.Namespace) -> Path:
+    """A Kerberos or notification-log metastore has a home of its own unless one is given."""
+    if args.home == DEFAULT_HOME and args.auth == "kerberos":
         return KERBEROS_HOME
+    if args.home == DEFAULT_HOME and args.notifications:
+        return NOTIFICATIONS_HOME
     return args.home
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    home: Path = kerberos_home(args)
+    home: Path = own_home(args)
     state = read_state(home)
     if not state:
         print(f"no metastore recorded in {home}")
@@ -638,7 +671,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    home: Path = kerberos_home(args)
+    home: Path = own_home(args)
     state = read_state(home)
     if not state:
         print(f"no metastore recorded in {home}")
@@ -680,6 +713,11 @@ def main(argv: list[str] | None = None) -> int:
         "--no-transformer",
         action="store_true",
         help="no metadata transformer: the old create_table may then create ACID tables",
+    )
+    parser.add_argument(
+        "--notifications",
+        action="store_true",
+        help="write the notification log (the project's listener; see the Java file)",
     )
     parser.add_argument("--user")
     parser.add_argument("--password")

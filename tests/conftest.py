@@ -34,6 +34,7 @@ from metastore_fixtures import (  # noqa: E402, F401
     metastore,
     metastore_db,
     metastore_uri,
+    notifications_metastore_uri,
     sales,
     sasl_metastore_uri,
 )

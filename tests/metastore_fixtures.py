@@ -75,6 +75,15 @@ def sasl_metastore_uri() -> Iterator[str]:
     yield from _running_metastore(home, *auth)
 
 
+@pytest.fixture(scope="session")
+def notifications_metastore_uri() -> Iterator[str]:
+    """A metastore of its own home with the notification log on (``--notifications``: the
+    project's listener, scripts/metastore/NotificationLogListener.java); the shared one
+    above stays without it."""
+    home = str(REPO / ".cache" / "hive-metastore" / "notifications")
+    yield from _running_metastore(home, "--notifications")
+
+
 def _running_metastore(home: str | None, *extra: str) -> Iterator[str]:
     t0 = time.monotonic()
     started = _script("start", START_TIMEOUT, home, *extra)

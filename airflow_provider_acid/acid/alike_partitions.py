@@ -69,6 +69,8 @@ from .writeids import RangeValidity, ValidTxnList, ValidWriteIdList
 
 #: A partition laid out as one resolved before: (partition, its files, its folder with ``/``).
 _Alike = tuple[Partition, Sequence[StoredFile], str]
+#: A partition to add: (partition, its files, its folder, its layout if known, its paths).
+_Added = tuple[Partition, Sequence[StoredFile], str, tuple[str, ...] | None, list[str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +189,8 @@ class Resolver:
     #: Layouts looked up in a row with none found: then the table's partitions are laid out
     #: each its own way, and making more templates of layouts would only cost.
     _UNUSED_TEMPLATES_AT_MOST = 64
+    #: Partitions matched together by ``add_many``.
+    _MATCHED_AT_MOST = 512
 
     def __init__(
         self, write_ids: ValidWriteIdList, txns: ValidTxnList | None, insert_only: bool
@@ -263,6 +267,37 @@ class Resolver:
             return False
         self.resolved.append(snapshot)
         return True
+
+    def add_many(self, items: Sequence[_Added], sized: bool = False) -> list[bool]:
+        """``add`` each of ``items`` (partition, files, prefix, layout, paths: ``add``'s
+        arguments), in order: whether each is resolved here.
+
+        Partitions in a row that only their shape can place (their layout not known, layouts
+        no longer looked up, no file empty) are first matched together, up to
+        ``_MATCHED_AT_MOST`` at a time, against the template of :mod:`.shaped_partitions` last
+        used (``ShapedPartitions.take_many``); those that do not match it are added one by one.
+
+        :param items: the partitions' ``add`` arguments.
+        :param sized: no file of theirs is known to be empty."""
+        taken: list[bool] = []
+        add = self.add
+        at, count = 0, len(items)
+        while at < count:
+            end = at
+            if sized and self._given_up():
+                most = min(count, at + self._MATCHED_AT_MOST)
+                while end < most and items[end][3] is None:
+                    end += 1
+            if end - at < 2:
+                taken.append(add(*items[at], sized))
+                at += 1
+                continue
+            row = items[at:end]
+            partitions, listed, prefixes, _, paths = zip(*row, strict=True)
+            matched = self.shaped.take_many(partitions, listed, prefixes, paths)
+            taken += [done or add(*item, sized) for done, item in zip(matched, row, strict=True)]
+            at = end
+        return taken
 
     def _given_up(self) -> bool:
         """Layouts looked up in a row, none of them laid out as one before (the partitions
@@ -392,7 +427,7 @@ def resolve_listing(
     sized = 0 not in map(SIZE_OF, files)  # else each partition is looked at
     runs, plain = _partition_runs(root, all_paths)
     taken: set[str] = set()
-    add = resolver.add
+    items: list[_Added] = []
     for folder, run in runs.items():
         spans = run.spans
         if len(spans) == 1:
@@ -401,10 +436,12 @@ def resolve_listing(
         else:
             in_partition = [f for start, end in spans for f in files[start:end]]
             paths = list(map(PATH_OF, in_partition))
-        if add(run.partition, in_partition, folder, run.layout, paths, sized):
+        items.append((run.partition, in_partition, folder, run.layout, paths))
+    for run, added in zip(runs.values(), resolver.add_many(items, sized), strict=True):
+        if added:
             taken.add(run.partition.path)
         else:
-            plain += spans
+            plain += run.spans
     while True:
         plain.sort()
         rest = [f for start, end in plain for f in files[start:end]]

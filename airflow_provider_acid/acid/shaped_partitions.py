@@ -13,6 +13,10 @@ transaction visible. And a choice that leaves no folder out names no folder in i
 the first partition of each shape and order of write ids is resolved the plain way and kept as a
 template by folder position; each further one is made from it with its own folders, in a few
 C-level passes (tests/acid/test_snapshot_shapes.py checks the result against the plain way).
+Finding a partition's shape, skeleton and order one at a time costs a few dozen Python steps;
+so once layouts are no longer looked up, many partitions in a row are matched together against
+the template last used (:func:`.folder_shapes.matching`), and only those that do not match it
+are found one at a time (tests/acid/test_snapshot_shapes_many.py).
 
 What is not made so, and goes the plain way (or is made from a template of
 :mod:`.alike_partitions`): a partition with files at its root or nested deeper than its base
@@ -24,11 +28,10 @@ templates were made with none used again.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain, cycle, repeat
-from operator import add, getitem, itemgetter
+from operator import add, itemgetter
 
 from .bulk import (
     NAME_OF,
@@ -40,14 +43,19 @@ from .bulk import (
     new_views,
     taker,
 )
+from .folder_shapes import (
+    DIGITS_HIDDEN,
+    Shape,
+    Skeleton,
+    Target,
+    every_write_seen,
+    matching,
+    name_tokens,
+    shape_key,
+)
 from .listing import StoredFile
 from .names import (
-    BASE_DIR_SETTERS,
-    DELTA_DIR_SETTERS,
     AcidDir,
-    BaseDir,
-    DeltaDir,
-    DeltaKind,
     parse_acid_dir,
 )
 from .partitions import Partition
@@ -60,165 +68,6 @@ from .read_view import (
     PartitionReadView,
 )
 from .writeids import RangeValidity, ValidTxnList, ValidWriteIdList
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class _Shape:
-    """A partition's files by folder: which folder (by position) and which name each file has.
-
-    One object per shape (shapes are looked up by value once, then compared by identity)."""
-
-    #: The paths -> each folder's first file's path.
-    firsts: Callable[[Sequence[str]], tuple[str, ...]]
-    #: The length of each folder's first file's name, with its ``/``.
-    tails: tuple[int, ...]
-    #: Each folder's path (with ``/``) -> the folder path of each file.
-    folder_of_file: Callable[[Sequence[str]], tuple[str, ...]]
-    #: Each file's name in its folder.
-    names: tuple[str, ...]
-    #: By the length of a partition's folder: the slices of its folders' names out of paths.
-    cuts: dict[int, tuple[slice, ...]]
-
-    def folders_of(self, paths: list[str], prefix: str) -> tuple[list[str], str] | None:
-        """The folder names of a partition whose files' paths (all below ``prefix``, which
-        ends with ``/``) are ``paths``, when it is shaped so, and the names joined by ``/``;
-        else None."""
-        if len(paths) != len(self.names):
-            return None
-        cuts = self.cuts.get(len(prefix))
-        if cuts is None:
-            cuts = self.cuts[len(prefix)] = tuple(slice(len(prefix), -t) for t in self.tails)
-        folders = list(map(getitem, self.firsts(paths), cuts))
-        joined = "/".join(folders)
-        if joined.count("/") != len(folders) - 1 or len(set(folders)) != len(folders):
-            return None  # a folder nested in another, or two folders of the shape one here
-        folder_paths = list(map(add, repeat(prefix), map(add, folders, repeat("/"))))
-        if list(map(add, self.folder_of_file(folder_paths), self.names)) != paths:
-            return None
-        return folders, joined
-
-
-def _shape_key(paths: list[str], prefix: str) -> tuple[tuple[int, ...], tuple[str, ...]] | None:
-    """(the folder of each file by position, the name of each file), for a partition whose
-    files are each directly inside a folder of it; else None."""
-    cut_at = len(prefix)
-    index: dict[str, int] = {}
-    folder_of_file = []
-    names = []
-    for path in paths:
-        folder, slash, name = path[cut_at:].partition("/")
-        if not slash or not name or "/" in name:
-            return None  # at the partition's root, or nested
-        folder_of_file.append(index.setdefault(folder, len(index)))
-        names.append(name)
-    return tuple(folder_of_file), tuple(names)
-
-
-#: A skeleton's digits: ASCII ones as ``#`` (others stay as they are, making skeletons of
-#: their own), so that names with numbers of the same widths have the same skeleton.
-_DIGITS_HIDDEN = str.maketrans("0123456789", "#" * 10)
-
-
-def _tokens(joined: str) -> list[str]:
-    """The parts of folder names joined by ``/``: the words and numbers between ``_``, ``_v``
-    and ``/``."""
-    return joined.replace("/", "_").replace("_v", "_").split("_")
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class _Skeleton:
-    """How a partition's folder names parse, known from their *skeleton*: the names joined by
-    ``/`` with each digit as ``#``. Hive's name patterns (:mod:`.names`) take each number as a
-    whole run of digits between ``_``, ``_v`` and the end, so the skeleton alone decides
-    whether each name is a base or a delta and which part of it is which number; the numbers
-    are then read from their places (a ``#`` in a name is no number: ``int`` refuses it). One
-    object per skeleton (compared by identity)."""
-
-    #: The parts of the joined names (see ``_tokens``) that are numbers.
-    numbers: Callable[[Sequence[str]], tuple[str, ...]]
-    #: Per folder: (BaseDir or DeltaDir, the delta's kind, the positions of its fields'
-    #: values among the numbers, None for a field the name has not).
-    folders: tuple[tuple[type, DeltaKind | None, tuple[int | None, ...]], ...]
-    #: The numbers that are write ids (a base's one, a delta's two), in the folders' order.
-    write_ids: Callable[[Sequence[int]], tuple[int, ...]]
-    #: The numbers that are bases' write ids, statements, compactor transactions.
-    bases: Callable[[Sequence[int]], tuple[int, ...]] | None
-    statements: Callable[[Sequence[int]], tuple[int, ...]]
-    transactions: Callable[[Sequence[int]], tuple[int, ...]] | None
-    #: Each folder's (first, last) write, by position among the numbers.
-    ranges: tuple[tuple[int, int], ...]
-
-    @classmethod
-    def of(cls, names: Sequence[str]) -> _Skeleton | None:
-        """The skeleton of ``names`` (parsed one by one); None if one is no base or delta."""
-        folders = []
-        at = 0  # numbers so far
-        places: list[int] = []  # the numbers' places among the parts
-        parts = 0
-        write_ids: list[int] = []
-        bases, statements, transactions, ranges = [], [], [], []
-        for name in names:
-            folder = parse_acid_dir(name)
-            if folder is None:
-                return None
-            if isinstance(folder, BaseDir):
-                fields = [folder.write_id, folder.visibility_txn_id]
-            else:
-                fields = [folder.min_write_id, folder.max_write_id, folder.statement_id]
-                fields.append(folder.visibility_txn_id)
-            tokens = _tokens(name)
-            words = 1 if isinstance(folder, BaseDir) or not folder.is_delete else 2
-            values = [f for f in fields if f is not None]
-            try:
-                if list(map(int, tokens[words:])) != values:
-                    return None
-            except ValueError:
-                return None
-            places += range(parts + words, parts + len(tokens))
-            parts += len(tokens)
-            positions: list[int | None] = []
-            for value in fields:
-                positions.append(None if value is None else at)
-                at += value is not None
-            if isinstance(folder, BaseDir):
-                write_ids.append(positions[0])  # type: ignore[arg-type]
-                bases.append(positions[0])
-                ranges.append((positions[0], positions[0]))
-                kind = None
-            else:
-                write_ids += positions[:2]  # type: ignore[arg-type]
-                ranges.append((positions[0], positions[1]))  # type: ignore[arg-type]
-                if positions[2] is not None:
-                    statements.append(positions[2])
-                kind = folder.kind
-            if positions[-1] is not None:
-                transactions.append(positions[-1])
-            folders.append((type(folder), kind, tuple(positions)))
-        return cls(
-            numbers=taker(tuple(places)),
-            folders=tuple(folders),
-            write_ids=taker(tuple(write_ids)),
-            bases=taker(tuple(bases)) if bases else None,
-            statements=taker(tuple(statements)),
-            transactions=taker(tuple(transactions)) if transactions else None,
-            ranges=tuple(ranges),  # type: ignore[arg-type]
-        )
-
-    def make(self, names: Sequence[Sequence[str]], numbers: Sequence[list[int]]) -> list[tuple]:
-        """The folders of partitions whose names are ``names`` (each's, in order) with these
-        numbers (each's runs), partition after partition."""
-        count = len(names)
-        by_folder = list(zip(*names, strict=True))
-        runs = list(zip(*numbers, strict=True))
-        columns = []
-        for k, (cls, kind, positions) in enumerate(self.folders):
-            values = [runs[p] if p is not None else repeat(None) for p in positions]
-            if cls is BaseDir:
-                columns.append(filled(BaseDir, count, BASE_DIR_SETTERS, (by_folder[k], *values)))
-            else:
-                values.insert(0, repeat(kind))
-                columns.append(filled(DeltaDir, count, DELTA_DIR_SETTERS, (by_folder[k], *values)))
-        return list(zip(*columns, strict=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,7 +116,7 @@ class _Template:
     #: The chosen deltas' folder positions, in reading order.
     deltas: tuple[int, ...]
     #: How the folders' names parse.
-    skeleton: _Skeleton
+    skeleton: Skeleton
 
     @classmethod
     def of(
@@ -276,7 +125,7 @@ class _Template:
         files: Sequence[StoredFile],
         prefix: str,
         folders: tuple[AcidDir, ...],
-        skeleton: _Skeleton,
+        skeleton: Skeleton,
     ) -> _Template | None:
         """The template of ``snapshot``, resolved from ``files`` (below ``prefix``, in
         ``folders``); None if it cannot be one (a folder left out, a file listed twice)."""
@@ -393,15 +242,17 @@ class ShapedPartitions:
         self.write_ids = write_ids
         self.txns = txns
         self._exceptions = sorted({*write_ids.open_ids, *write_ids.aborted_ids})
-        #: Shapes by key (see ``_shape_key``), and the one last seen (tried first).
-        self.shapes: dict[tuple[tuple[int, ...], tuple[str, ...]], _Shape] = {}
-        self.last: _Shape | None = None
-        #: Skeletons of folder names (see ``_Skeleton``): None when a name is no base or delta.
-        self.skeletons: dict[str, _Skeleton | None] = {}
+        #: Shapes by key (see ``shape_key``), and the one last seen (tried first).
+        self.shapes: dict[tuple[tuple[int, ...], tuple[str, ...]], Shape] = {}
+        self.last: Shape | None = None
+        #: Skeletons of folder names (see ``Skeleton``): None when a name is no base or delta.
+        self.skeletons: dict[str, Skeleton | None] = {}
         #: By the key of ``find``: the template, or None when there is none to make.
         self.templates: dict[tuple[object, ...], _Template | None] = {}
         self.alike: dict[int, tuple[_Template, list]] = {}
         self.used = False
+        #: What the partitions of the template last taken match, and that template.
+        self.target: tuple[Target, _Template] | None = None
 
     def find(self, paths: list[str], prefix: str) -> _Found | None:
         """The key of the template to make a partition from, with its folders (its files'
@@ -415,64 +266,38 @@ class ShapedPartitions:
         shape = self.last
         found = shape.folders_of(paths, prefix) if shape is not None else None
         if found is None:
-            key = _shape_key(paths, prefix)
+            key = shape_key(paths, prefix)
             if key is None:
                 return None
             shape = self.shapes.get(key)
             if shape is None:
-                folder_of_file, file_names = key
-                firsts = [folder_of_file.index(k) for k in range(max(folder_of_file) + 1)]
-                shape = self.shapes[key] = _Shape(
-                    firsts=taker(tuple(firsts)),
-                    tails=tuple(len(file_names[k]) + 1 for k in firsts),
-                    folder_of_file=taker(folder_of_file),
-                    names=file_names,
-                    cuts={},
-                )
+                shape = self.shapes[key] = Shape.of(*key)
             found = shape.folders_of(paths, prefix)
             if found is None:
                 return None
             self.last = shape
         names, joined = found
         skeletons = self.skeletons
-        skeleton_key = joined.translate(_DIGITS_HIDDEN)
+        skeleton_key = joined.translate(DIGITS_HIDDEN)
         skeleton = skeletons.get(skeleton_key, False)
         if skeleton is False:
-            skeleton = skeletons[skeleton_key] = _Skeleton.of(names)
+            skeleton = skeletons[skeleton_key] = Skeleton.of(names)
         if skeleton is None:
             return None
         try:
-            numbers = list(map(int, skeleton.numbers(_tokens(joined))))
+            numbers = list(map(int, skeleton.numbers(name_tokens(joined))))
         except ValueError:
             return None  # a "#" in a name
         write_ids = skeleton.write_ids(numbers)
-        if not self._seen_whole(skeleton, numbers, write_ids):
+        if not every_write_seen(
+            skeleton, numbers, write_ids, self.write_ids, self.txns, self._exceptions
+        ):
             return None
         values = [0, *write_ids]
         order = sorted(set(values))
         rank = dict(zip(order, range(len(order)), strict=True))
         ranks = tuple(map(rank.__getitem__, values))
         return _Found((shape, skeleton, ranks, skeleton.statements(numbers)), names, numbers)
-
-    def _seen_whole(self, skeleton: _Skeleton, numbers: list[int], write_ids: tuple) -> bool:
-        """Every write of every folder valid (a base's too, however it counts as valid: as
-        a compacted base, no write at or below it open; as an insert overwrite, valid), and
-        every compactor transaction visible."""
-        lists = self.write_ids
-        if max(write_ids) > lists.high_watermark:
-            return False
-        if skeleton.bases is not None and max(skeleton.bases(numbers)) >= lists.min_open_write_id:
-            return False
-        exceptions = self._exceptions
-        if exceptions:
-            for low, high in skeleton.ranges:
-                at = bisect_left(exceptions, numbers[low])
-                if at < len(exceptions) and exceptions[at] <= numbers[high]:
-                    return False
-        txns = self.txns
-        if txns is not None and skeleton.transactions is not None:
-            return all(map(txns.is_valid, skeleton.transactions(numbers)))
-        return True
 
     def take(
         self, found: _Found, partition: Partition, files: Sequence[StoredFile], prefix: str
@@ -486,7 +311,40 @@ class ShapedPartitions:
             return False
         self.alike[id(template)][1].append((partition, files, prefix, found.names, found.numbers))
         self.used = True
+        if self.target is None or self.target[1] is not template:
+            target = Target.of(*found.key[:2], found.names, *found.key[2:])
+            self.target = (target, template) if target is not None else None
         return True
+
+    def take_many(
+        self,
+        partitions: Sequence[Partition],
+        listed: Sequence[Sequence[StoredFile]],
+        prefixes: Sequence[str],
+        paths: Sequence[list[str]],
+    ) -> list[bool]:
+        """Take, of many partitions in a row, those that ``find`` would find to make from
+        the template last taken (shaped, named and ordered as its partition), found together
+        (:func:`.folder_shapes.matching`): True for each taken, False for each left to
+        ``find`` (and ``take``), one at a time.
+
+        :param partitions: the partitions.
+        :param listed: each one's files, in listing order.
+        :param prefixes: each one's folder, with its trailing ``/``.
+        :param paths: each one's files' paths.
+        """
+        if self.target is None:  # none taken yet, or its numbers not placed
+            return [False] * len(partitions)
+        target, template = self.target
+        matched = matching(target, paths, prefixes, self.write_ids, self.txns, self._exceptions)
+        self.alike[id(template)][1].extend(
+            (partition, files, prefix, *found)
+            for partition, files, prefix, found in zip(
+                partitions, listed, prefixes, matched, strict=True
+            )
+            if found is not None
+        )
+        return [found is not None for found in matched]
 
     def learn(
         self,

@@ -8,7 +8,8 @@ A plain library (no Airflow imports), over the Thrift bindings of Hive's
 * ``tables``: a Thrift table and its partitions as an ``acid.source.TableDefinition``;
 * ``view``: the reader's view (transaction list, then the table's write-id list);
 * ``transactions``: a read transaction kept open with heartbeats;
-* ``source``: :func:`open_table`, a table by name as a pinned ``acid.source.TableSource``.
+* ``source``: :func:`open_table`, a table by name as a pinned ``acid.source.TableSource``;
+* ``notifications``: the notification log, and a table's commits read from it.
 """
 
 from .client import MetastoreClient, split_table_name
@@ -17,6 +18,7 @@ from .errors import (
     MetastoreAuthenticationError,
     MetastoreConnectionError,
     MetastoreError,
+    NotificationLogError,
     NotTransactionalError,
     TableLocationMissingError,
     TableNotFoundError,
@@ -33,6 +35,7 @@ __all__ = [
     "MetastoreConnectionError",
     "MetastoreError",
     "NotTransactionalError",
+    "NotificationLogError",
     "ReadTransaction",
     "ReadView",
     "TableLocationMissingError",

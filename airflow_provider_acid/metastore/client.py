@@ -309,6 +309,18 @@ class MetastoreClient:
         )
         return {t.txnId: t.writeId for t in response.txnToWriteIds}
 
+    # -- the notification log ---------------------------------------------------------------
+
+    def current_notification_event_id(self) -> int:
+        """The id of the newest event in the metastore's notification log (0: none ever)."""
+        return int(self._call("get_current_notificationEventId").eventId)
+
+    def next_notifications(self, last_event: int, max_events: int) -> list[Any]:
+        """At most ``max_events`` Thrift ``NotificationEvent`` objects after ``last_event``."""
+        _, ttypes = _bindings()
+        request = ttypes.NotificationEventRequest(lastEvent=last_event, maxEvents=max_events)
+        return list(self._call("get_next_notification", request).events or ())
+
     # -- defining tables (the simulator and the tests register theirs) ----------------------
 
     def create_database(

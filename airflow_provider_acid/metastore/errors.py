@@ -31,3 +31,8 @@ class WriteIdListMismatchError(MetastoreError, ValueError):
 
 class TableLocationMissingError(MetastoreError, FileNotFoundError):
     """The table's or a partition's location, as the metastore records it, does not exist."""
+
+
+class NotificationLogError(MetastoreError):
+    """The metastore's notification log is off, refused, or no longer holds the events asked
+    for (the message names the metastore)."""

@@ -25,6 +25,14 @@ record paths. Version 1 indexes are still read (their records are joined on ``pa
 refresh publishes version 2, and the version 1 segments it keeps are rewritten with ordinals
 as they are filtered or merged. Code that knows only version 1 refuses version 2 pointers,
 so it never rewrites a segment without renumbering its ordinals.
+
+Files are written as segments of at most ``SEGMENT_FILES`` consecutive paths
+(:func:`~.index_storage.write_segments`), whose pointer entries tell their least and greatest
+path and their columns' family counts: :func:`read` asked about some files reads only the
+segments whose range holds one of them, and picks each column's family over all segments as
+before. Segments written before are read always; a refresh rewrites a large one as ranges
+(once all its files are kept; one that lost some is filtered first, and split the next time).
+Code that predates the ranges reads these indexes as it reads any (every segment).
 """
 
 from __future__ import annotations
@@ -45,7 +53,9 @@ from .index_format import (
     FORMAT_NAME,
     FORMAT_VERSION,
     MAX_SEGMENTS,
+    READ_WORKERS,
     RECORD_SCHEMA,
+    SEGMENT_FILES,
     FileKey,
     IndexFormatError,
     RefreshResult,
@@ -59,11 +69,11 @@ from .index_storage import (
     index_filesystem,
     list_pointers,
     load_pointer,
-    merge_segments,
+    merge_into_segments,
     pointer_path,
     read_segment_files,
     segment_time,
-    write_segment,
+    write_segments,
 )
 from .stats import FileStats, StatsError, read_file_stats
 
@@ -119,7 +129,8 @@ def refresh(
     wanted_tokens = {k.token for k in wanted.values()}
 
     version, segments = load_pointer(fs, root)
-    seg_files = [read_segment_files(fs, root, seg) for seg in segments]
+    with ThreadPoolExecutor(max_workers=READ_WORKERS) as pool:  # a large index: many segments
+        seg_files = list(pool.map(lambda seg: read_segment_files(fs, root, seg), segments))
     indexed_tokens: set[str] = set()
     new_segments: list[dict] = []
     removed = 0
@@ -135,11 +146,14 @@ def refresh(
             t for t, k in zip(tokens.to_pylist(), keep.to_pylist(), strict=True) if k
         )
         removed += table.num_rows - n_keep
-        if n_keep == table.num_rows:
+        if n_keep == table.num_rows and table.num_rows <= SEGMENT_FILES:
             new_segments.append(seg)
             continue
         changed = True
-        rewritten = filter_segment(fs, root, seg, table, keep)
+        if n_keep == table.num_rows:  # a large segment of an older index: written as ranges
+            new_segments.extend(merge_into_segments(fs, root, [seg]))
+            continue
+        rewritten = filter_segment(fs, root, seg, table, keep)  # still large: split next time
         if rewritten is not None:
             new_segments.append(rewritten)
 
@@ -172,11 +186,12 @@ def refresh(
                 failed.append(res)
     if added_stats:
         files_table, columns = stats_tables(added_stats, wanted)
-        new_segments.append(write_segment(fs, root, files_table, columns))
+        new_segments.extend(write_segments(fs, root, files_table, columns))
         changed = True
-    if len(new_segments) > MAX_SEGMENTS:
-        merged = merge_segments(fs, root, new_segments)
-        new_segments = [merged] if merged is not None else []
+    # beyond the full segments of path ranges, at most MAX_SEGMENTS: then all are merged anew
+    indexed = sum(int(seg["files"]) for seg in new_segments)
+    if len(new_segments) > MAX_SEGMENTS + indexed // SEGMENT_FILES:
+        new_segments = merge_into_segments(fs, root, new_segments)
         changed = True
     if not changed:
         return RefreshResult(0, kept, 0, version, tuple(failed))
@@ -212,10 +227,10 @@ def write_tables(
     per column, ``RECORD_SCHEMA`` rows): for statistics gathered elsewhere, and benchmarks."""
     fs, root = index_filesystem(index_uri, storage_options)
     version, _ = load_pointer(fs, root)
-    segment = write_segment(
+    segments = write_segments(
         fs, root, files.cast(FILES_SCHEMA), {c: t.cast(RECORD_SCHEMA) for c, t in columns.items()}
     )
-    return _publish(fs, root, version + 1, [segment])
+    return _publish(fs, root, version + 1, segments)
 
 
 def _collect_garbage(fs: Any, root: str, current: int, grace_seconds: float) -> None:

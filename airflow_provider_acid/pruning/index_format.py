@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,10 @@ import pyarrow.compute as pc
 FORMAT_NAME = "airflow-provider-acid/column-stats-index"
 FORMAT_VERSION = 2  # 2: records carry file_ordinal (version 1 is still read)
 MAX_SEGMENTS = 8
+#: The most files a segment written by :func:`~.index_storage.write_segments` holds: a large
+#: index is stored as segments of consecutive path ranges, so a reader looking up a few files
+#: fetches and decodes only the segments whose range holds one of them.
+SEGMENT_FILES = 32_768
 POINTER_RE = re.compile(r"^v(\d{20})\.json$")
 _FAMILIES = ("int", "float", "decimal", "string", "date", "timestamp", "bool")
 _FAMILY_TYPES = {
@@ -93,6 +98,20 @@ def arange(n: int) -> pa.Array:
     :param n: how many.
     """
     return pc.indices_nonzero(pa.repeat(pa.scalar(True), n)).cast(pa.int64())
+
+
+def family_counts(family: pa.ChunkedArray | pa.Array) -> Counter:
+    """How many records have each value family (nulls not counted).
+
+    :param family: the records' ``family`` column.
+    """
+    counts: Counter = Counter()
+    chunks = family.chunks if isinstance(family, pa.ChunkedArray) else [family]
+    for chunk in chunks:
+        for item in pc.value_counts(chunk).to_pylist():
+            if item["values"] is not None:
+                counts[item["values"]] += item["counts"]
+    return counts
 
 
 class IndexFormatError(RuntimeError):

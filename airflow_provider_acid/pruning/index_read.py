@@ -9,6 +9,7 @@ family.
 
 from __future__ import annotations
 
+import bisect
 import decimal
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -32,6 +33,7 @@ from .index_format import (
     aligned,
     arange,
     as_array,
+    family_counts,
 )
 from .index_records import empty_table, stats_tables
 from .index_storage import (
@@ -65,6 +67,9 @@ def read(
     wanted_cols = [columns] if isinstance(columns, str) else list(columns)
     lowered = list(dict.fromkeys(c.lower() for c in wanted_cols))
     _, segments = load_pointer(fs, root)
+    if files is not None and not isinstance(files, pa.Table):
+        files = list(files)  # read twice: for the segments to read, and for the rows
+    segments, skipped = _segments_to_read(segments, _wanted_paths(files), lowered)
     bases = [f"{root}/segments/{seg['id']}" for seg in segments]
     # Files are fetched and decoded in parallel (Parquet decoding releases the GIL). A
     # column's family is chosen over all its segments before any min/max is decoded.
@@ -81,8 +86,15 @@ def read(
             for col in lowered
         }
         opened = {col: [job.result() for job in jobs] for col, jobs in open_jobs.items()}
+        # over every segment, as if all were read: the skipped ones' counts are in the pointer
         families = {
-            col: _most_common(r.families for r in rs if r is not None) for col, rs in opened.items()
+            col: _most_common(
+                [
+                    *(r.families for r in rs if r is not None),
+                    *(Counter(seg["families"].get(col, {})) for seg in skipped),
+                ]
+            )
+            for col, rs in opened.items()
         }
         read_jobs = {
             col: [None if r is None else pool.submit(r.read, families[col]) for r in rs]
@@ -101,6 +113,65 @@ def read(
     return _pivot(indexed, joined, wanted_cols, files)
 
 
+#: Up to this many files asked about, each segment's range is checked against every path;
+#: beyond it, against their least and greatest only (nearly every segment is read anyway).
+_EXACT_LOOKUP = 50_000
+
+
+def _wanted_paths(files: list[FileKey] | pa.Table | None) -> pa.Array | None:
+    if files is None:
+        return None
+    if isinstance(files, pa.Table):
+        return as_array(files.column("path"))
+    return pa.array([k.path for k in files], pa.string())
+
+
+def _ranged(seg: dict, columns: Sequence[str]) -> bool:
+    """Whether a segment's entry tells its range of paths and the families of the queried
+    columns it holds (entries written before these were recorded tell neither)."""
+    families = seg.get("families")
+    return (
+        isinstance(seg.get("first"), str)
+        and isinstance(seg.get("last"), str)
+        and isinstance(families, dict)
+        and all(
+            isinstance(counts := families.get(col), dict)
+            and all(isinstance(n, int) for n in counts.values())
+            for col in columns
+            if col in seg.get("columns", {})
+        )
+    )
+
+
+def _segments_to_read(
+    segments: list[dict], paths: pa.Array | None, columns: Sequence[str]
+) -> tuple[list[dict], list[dict]]:
+    """(the segments that may hold one of ``paths`` (None: any path), in pointer order; the
+    others). A segment that tells no range of paths is read."""
+    if paths is None:
+        return segments, []
+    if len(paths) <= _EXACT_LOOKUP:
+        ordered = sorted(p for p in set(paths.to_pylist()) if p is not None)
+
+        def holds(first: str, last: str) -> bool:
+            i = bisect.bisect_left(ordered, first)
+            return i < len(ordered) and ordered[i] <= last
+    else:
+        bounds = pc.min_max(paths)
+        least, greatest = bounds["min"].as_py(), bounds["max"].as_py()
+
+        def holds(first: str, last: str) -> bool:
+            return least is not None and first <= greatest and least <= last
+
+    read, skipped = [], []
+    for seg in segments:
+        if not _ranged(seg, columns) or holds(seg["first"], seg["last"]):
+            read.append(seg)
+        else:
+            skipped.append(seg)
+    return read, skipped
+
+
 def read_file_stats_table(
     stats: Iterable[FileStats], columns: Iterable[str] | str, keys: Iterable[FileKey] | None = None
 ) -> pa.Table:
@@ -114,7 +185,7 @@ def read_file_stats_table(
     joined = {}
     for col in dict.fromkeys(c.lower() for c in wanted_cols):
         recs = by_column.get(col, empty_table(RECORD_SCHEMA))
-        counts = _family_counts(recs.column("family"))
+        counts = family_counts(recs.column("family"))
         family = _most_common([counts])
         joined[col] = _join_records(family, [_family_values(recs, family, counts)], [files])
     return _pivot(files, joined, wanted_cols, None)
@@ -128,7 +199,7 @@ class _RecordFile:
         self.path = path
         self.ordinals = ordinals and ORDINAL in file.schema_arrow.names
         self.family = file.read(columns=["family"]).column("family")  # dictionary-encoded
-        self.families = _family_counts(self.family)
+        self.families = family_counts(self.family)
 
     @classmethod
     def open(cls, fs: Any, base: str, seg: dict, col: str) -> _RecordFile | None:
@@ -153,17 +224,6 @@ class _RecordFile:
             return _family_values(table, family, self.families)
         except DAMAGED_ERRORS as exc:
             raise damaged_error(self.path, exc) from None
-
-
-def _family_counts(family: pa.ChunkedArray | pa.Array) -> Counter:
-    """How many records have each value family."""
-    counts: Counter = Counter()
-    chunks = family.chunks if isinstance(family, pa.ChunkedArray) else [family]
-    for chunk in chunks:
-        for item in pc.value_counts(chunk).to_pylist():
-            if item["values"] is not None:
-                counts[item["values"]] += item["counts"]
-    return counts
 
 
 def _most_common(counts: Iterable[Counter]) -> str | None:
@@ -213,16 +273,19 @@ def _join_records(
     seg_rows: list[pa.Array | None] = []
     values: list[pa.Table] = []
     offset = 0
+    identity = True  # every segment's record i is its file i: so are the concatenated ones
     for table, files in zip(tables, file_tables, strict=True):
         n = files.num_rows
         if table is None:
             seg_rows.append(pa.nulls(n, pa.int64()))
+            identity = False
             continue
         if ORDINAL in table.column_names:
             keys, targets = as_array(table.column(ORDINAL)).cast(pa.int64()), arange(n)
         else:
             keys, targets = as_array(table.column("path")), as_array(files.column("path"))
         rows = None if aligned(targets, keys) else pc.index_in(targets, value_set=keys)
+        identity = identity and rows is None
         if offset:
             rows = pc.add(arange(n) if rows is None else rows.cast(pa.int64()), offset)
         seg_rows.append(rows)
@@ -232,8 +295,8 @@ def _join_records(
         empty = pa.table({name: pa.array([], pa.int64()) for name in COUNT_COLUMNS})
         return _Joined(None, empty, pa.nulls(sum(t.num_rows for t in file_tables), pa.int64()))
     combined = pa.concat_tables(values).combine_chunks() if len(values) > 1 else values[0]
-    if len(seg_rows) == 1:
-        return _Joined(family, combined, seg_rows[0])
+    if len(seg_rows) == 1 or identity:
+        return _Joined(family, combined, None if identity else seg_rows[0])
     rows = pa.concat_arrays(
         [
             arange(t.num_rows) if r is None else r.cast(pa.int64())

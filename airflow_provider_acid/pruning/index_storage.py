@@ -4,6 +4,13 @@ An index folder holds ``_pointers/vNNNN.json`` (each version's list of segments;
 complete one is current) and ``segments/ID/`` (a segment's ``files.parquet`` and one
 ``stats.parquet`` per column). Segments are written whole, never changed, and merged or
 filtered into new ones; what a version no longer lists is collected later.
+
+A segment's pointer entry names, besides its id, file count and column folders, the least and
+the greatest path of its files (``first``, ``last``) and per column how many records have each
+value family (``families``): a reader looking up some files skips the segments whose range
+holds none of them, yet picks each column's family over every segment as before.
+:func:`write_segments` stores many files as segments of at most ``SEGMENT_FILES`` consecutive
+paths. Entries written before have no range: their segments are always read.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import re
 import urllib.parse
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -27,9 +35,12 @@ from .index_format import (
     FORMAT_VERSION,
     ORDINAL,
     POINTER_RE,
+    READ_WORKERS,
     RECORD_SCHEMA,
+    SEGMENT_FILES,
     IndexFormatError,
     as_array,
+    family_counts,
     positions_in,
 )
 
@@ -207,7 +218,7 @@ def write_segment(fs: Any, root: str, files: pa.Table, columns: dict[str, pa.Tab
     seg_id = _segment_id()
     base = f"{root}/segments/{seg_id}"
     paths = as_array(files.column("path"))
-    column_dirs = {}
+    column_dirs, families = {}, {}
     for col, table in sorted(columns.items()):
         if table.num_rows == 0:
             continue
@@ -216,8 +227,64 @@ def write_segment(fs: Any, root: str, files: pa.Table, columns: dict[str, pa.Tab
         ordinals = positions_in(as_array(table.column("path")), paths).cast(pa.int32())
         _write_table(fs, f"{base}/{d}/stats.parquet", table.append_column(ORDINAL, ordinals))
         column_dirs[col] = d
+        families[col] = dict(sorted(family_counts(table.column("family")).items()))
     _write_table(fs, f"{base}/files.parquet", files)
-    return {"id": seg_id, "files": files.num_rows, "columns": column_dirs, "file_ordinals": True}
+    entry = {"id": seg_id, "files": files.num_rows, "columns": column_dirs, "file_ordinals": True}
+    if paths.null_count == 0 and len(paths):  # a null path has no place in a range
+        bounds = pc.min_max(paths)
+        entry.update(first=bounds["min"].as_py(), last=bounds["max"].as_py(), families=families)
+    return entry
+
+
+def write_segments(
+    fs: Any,
+    root: str,
+    files: pa.Table,
+    columns: dict[str, pa.Table],
+    segment_files: int | None = None,
+) -> list[dict]:
+    """Write ``files`` and their records as segments of at most ``segment_files`` files each,
+    sorted by path (so each holds a range of paths no other holds), and return their pointer
+    entries in path order.
+
+    Records whose path is none of ``files``' are left out (no file is joined to them).
+
+    :param fs: the index's filesystem.
+    :param root: the index folder.
+    :param files: the files (``FILES_SCHEMA``).
+    :param columns: per column, the records of those files (``RECORD_SCHEMA``).
+    :param segment_files: the most files a segment holds (None: ``SEGMENT_FILES``).
+    """
+    segment_files = segment_files or SEGMENT_FILES
+    if files.num_rows <= segment_files:
+        return [write_segment(fs, root, files, columns)]
+    order = pc.sort_indices(files, sort_keys=[("path", "ascending")])  # stable
+    files = files.take(order)
+    paths = as_array(files.column("path"))
+    placed = {}  # per column: its records in their file's order, and each one's file row
+    for col, table in columns.items():
+        rows = positions_in(as_array(table.column("path")), paths)
+        by_row = pc.array_sort_indices(rows, null_placement="at_end")  # stable
+        table, rows = table.take(by_row), pc.take(rows, by_row)
+        known = len(rows) - rows.null_count
+        placed[col] = (table.slice(0, known), rows.slice(0, known))
+    starts = range(0, files.num_rows, segment_files)
+
+    def one(start: int) -> dict:
+        stop = start + segment_files
+        part = {}
+        for col, (table, rows) in placed.items():
+            lo = _search(rows, start)
+            part[col] = table.slice(lo, _search(rows, stop) - lo)
+        return write_segment(fs, root, files.slice(start, segment_files), part)
+
+    with ThreadPoolExecutor(max_workers=READ_WORKERS) as pool:
+        return list(pool.map(one, starts))
+
+
+def _search(sorted_rows: pa.Array, value: int) -> int:
+    """How many of the ascending ``sorted_rows`` are below ``value``."""
+    return pc.sum(pc.less(sorted_rows, value).cast(pa.int64())).as_py() or 0
 
 
 def read_segment_files(fs: Any, root: str, seg: dict) -> pa.Table:
@@ -258,6 +325,13 @@ def filter_segment(fs: Any, root: str, seg: dict, files: pa.Table, keep: pa.Arra
     :param files: the segment's files table.
     :param keep: which of those files to keep.
     """
+    kept = _kept_tables(fs, root, seg, files, keep)
+    return None if kept is None else write_segment(fs, root, *kept)
+
+
+def _kept_tables(
+    fs: Any, root: str, seg: dict, files: pa.Table, keep: pa.Array
+) -> tuple[pa.Table, dict[str, pa.Table]] | None:
     kept_files = files.filter(keep)
     if kept_files.num_rows == 0:
         return None
@@ -268,7 +342,7 @@ def filter_segment(fs: Any, root: str, seg: dict, files: pa.Table, keep: pa.Arra
         if table is None:
             continue
         columns[col] = table.filter(pc.is_in(table.column("path"), value_set=paths))
-    return write_segment(fs, root, kept_files, columns)
+    return kept_files, columns
 
 
 def merge_segments(fs: Any, root: str, segments: list[dict]) -> dict | None:
@@ -278,6 +352,25 @@ def merge_segments(fs: Any, root: str, segments: list[dict]) -> dict | None:
     :param root: the index folder.
     :param segments: the pointer entries of the segments to merge.
     """
+    merged = _merged_tables(fs, root, segments)
+    return None if merged is None else write_segment(fs, root, *merged)
+
+
+def merge_into_segments(fs: Any, root: str, segments: list[dict]) -> list[dict]:
+    """The files and records of ``segments`` written anew by :func:`write_segments`: the new
+    segments' entries (none if they hold no file).
+
+    :param fs: the index's filesystem.
+    :param root: the index folder.
+    :param segments: the pointer entries of the segments to merge.
+    """
+    merged = _merged_tables(fs, root, segments)
+    return [] if merged is None else write_segments(fs, root, *merged)
+
+
+def _merged_tables(
+    fs: Any, root: str, segments: list[dict]
+) -> tuple[pa.Table, dict[str, pa.Table]] | None:
     files = []
     columns: dict[str, list[pa.Table]] = {}
     for seg in segments:
@@ -291,5 +384,4 @@ def merge_segments(fs: Any, root: str, segments: list[dict]) -> dict | None:
     merged_files = pa.concat_tables(files)
     if merged_files.num_rows == 0:
         return None
-    merged = {col: pa.concat_tables(ts) for col, ts in columns.items()}
-    return write_segment(fs, root, merged_files, merged)
+    return merged_files, {col: pa.concat_tables(ts) for col, ts in columns.items()}

@@ -13,9 +13,11 @@ from ..engine.watermark import snapshot_watermark
 from ..hooks.acid import AcidHook
 from ..hooks.metastore import AcidMetastoreHook
 from ..metastore.changes import SnapshotWatermark, committed_writes_since
+from ..metastore.client import MetastoreClient
+from ..metastore.notifications import TableLogReader, current_event_id
 from ..operators import lineage
 from ..operators.lineage import OpenLineageMixin
-from ..triggers.metastore import AcidMetastoreWriteTrigger
+from ..triggers.metastore import WAIT_ON, AcidMetastoreWriteTrigger
 
 
 class AcidMetastoreWriteSensor(OpenLineageMixin, BaseSensorOperator):
@@ -30,6 +32,15 @@ class AcidMetastoreWriteSensor(OpenLineageMixin, BaseSensorOperator):
     committed ones, sorted), "valid_write_ids" (the table's write-id list then), "waited_in"
     ("worker" or "triggerer")}``.
 
+    ``wait_on="notifications"`` waits on the metastore's notification log instead of polling
+    the write-id list (where the metastore has the log on; an error names the metastore when
+    it has not). The first look (and the trigger's, when it starts) reads the write-id list,
+    the log's cursor taken before it (the newest event id, or ``after_event_id``); later
+    looks, and the trigger, read the log from the cursor and look at the write-id list again
+    only when it shows a commit of the table (another table's commit or an abort does not
+    count). Its XCom adds ``last_event_id``: the
+    cursor to give the next run as ``after_event_id``.
+
     :param table: ``db.table`` in the metastore.
     :param metastore_conn_id: the ``hive_metastore`` connection.
     :param above_write_id: the watermark; templated, so ``"{{ params.since }}"`` works.
@@ -41,9 +52,13 @@ class AcidMetastoreWriteSensor(OpenLineageMixin, BaseSensorOperator):
     :param poll_interval: seconds between looks (also the sensor's ``poke_interval``).
     :param poke_before_defer: deferrable only: look once on the worker first and return at
         once when writes are there (False: hand over to the triggerer straight away).
+    :param wait_on: ``write_ids`` (the default: poll the table's write-id list) or
+        ``notifications`` (read the metastore's notification log).
+    :param after_event_id: ``notifications`` only: the log's cursor, the id of the last event
+        already seen (templated; default: the newest event when the sensor starts).
 
     Templated fields: ``table``, ``metastore_conn_id``, ``above_write_id``, ``snapshot_uri``,
-    ``snapshot_committed_before``, ``acid_conn_id``.
+    ``snapshot_committed_before``, ``acid_conn_id``, ``after_event_id``.
     """
 
     template_fields: Sequence[str] = (
@@ -53,6 +68,7 @@ class AcidMetastoreWriteSensor(OpenLineageMixin, BaseSensorOperator):
         "snapshot_uri",
         "snapshot_committed_before",
         "acid_conn_id",
+        "after_event_id",
     )
     ui_color = "#d6eaf8"
 
@@ -68,8 +84,12 @@ class AcidMetastoreWriteSensor(OpenLineageMixin, BaseSensorOperator):
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poll_interval: float = 60.0,
         poke_before_defer: bool = True,
+        wait_on: str = "write_ids",
+        after_event_id: int | str | None = None,
         **kwargs: Any,
     ) -> None:
+        if wait_on not in WAIT_ON:
+            raise ValueError(f"wait_on must be one of {WAIT_ON}, got {wait_on!r}")
         kwargs.setdefault("poke_interval", poll_interval)
         super().__init__(**kwargs)
         self.table = table
@@ -81,15 +101,14 @@ class AcidMetastoreWriteSensor(OpenLineageMixin, BaseSensorOperator):
         self.deferrable = deferrable
         self.poll_interval = poll_interval
         self.poke_before_defer = poke_before_defer
+        self.wait_on = wait_on
+        self.after_event_id = after_event_id
+        self._log: TableLogReader | None = None  # poke mode: the log read so far
 
     def _since(self) -> SnapshotWatermark:
-        if self.above_write_id not in (None, ""):
-            try:
-                return SnapshotWatermark(int(self.above_write_id))
-            except (TypeError, ValueError):
-                raise ValueError(
-                    f"above_write_id must be a whole number, got {self.above_write_id!r}"
-                ) from None
+        above = _whole(self.above_write_id, "above_write_id")
+        if above is not None:
+            return SnapshotWatermark(above)
         if self.snapshot_uri:
             hook = AcidHook(self.acid_conn_id)
             return snapshot_watermark(
@@ -105,11 +124,19 @@ class AcidMetastoreWriteSensor(OpenLineageMixin, BaseSensorOperator):
         metastore = AcidMetastoreHook(self.metastore_conn_id).uri
         return lineage.named_table_lineage(metastore, self.table)
 
+    def _cursor(self, hook: AcidMetastoreHook) -> int:
+        """The log's cursor: ``after_event_id``, else the newest event id (the log must be on)."""
+        with MetastoreClient(hook.address) as client:
+            newest = current_event_id(client)
+        given = _whole(self.after_event_id, "after_event_id")
+        return newest if given is None else given
+
     def _result(
         self, metastore: str, writes: dict[str, Any], waited_in: str = "worker"
     ) -> dict[str, Any]:
         seen = writes["valid_write_ids"]  # OpenLineage: the read view of the last look
         self._keep_lineage(lambda: lineage.named_table_lineage(metastore, self.table, seen))
+        cursor = writes.get("last_event_id")
         return {
             "table": writes["table"],
             "metastore": metastore,
@@ -117,9 +144,10 @@ class AcidMetastoreWriteSensor(OpenLineageMixin, BaseSensorOperator):
             "write_ids": list(writes["write_ids"]),
             "valid_write_ids": writes["valid_write_ids"],
             "waited_in": waited_in,
+            **({"last_event_id": cursor} if cursor is not None else {}),
         }
 
-    def _look(self, since: SnapshotWatermark) -> PokeReturnValue:
+    def _look(self, since: SnapshotWatermark, cursor: int | None = None) -> PokeReturnValue:
         hook = AcidMetastoreHook(self.metastore_conn_id)
         writes = committed_writes_since(hook.address, self.table, **since.since())
         self.log.info(
@@ -138,17 +166,32 @@ class AcidMetastoreWriteSensor(OpenLineageMixin, BaseSensorOperator):
                 writes.high_watermark,
                 writes.watermark,
             )
-        return PokeReturnValue(writes.found, self._result(hook.uri, writes.to_dict()))
+        found = writes.to_dict() | ({"last_event_id": cursor} if cursor is not None else {})
+        return PokeReturnValue(writes.found, self._result(hook.uri, found))
 
     def poke(self, context: Any) -> PokeReturnValue:
-        return self._look(self._since())
+        if self.wait_on != "notifications":
+            return self._look(self._since())
+        if self._log is None:  # the first look: the write-id list, and the log's cursor
+            cursor = self._cursor(AcidMetastoreHook(self.metastore_conn_id))
+            self._log = TableLogReader(self.table, cursor)
+            return self._look(self._since(), cursor)
+        with MetastoreClient(AcidMetastoreHook(self.metastore_conn_id).address) as client:
+            log = self._log.read(client)
+        if log.committed_write_ids or log.unmatched_commits:
+            return self._look(self._since(), log.last_event_id)
+        self.log.info("No commit of %s in the log up to event %d", self.table, log.last_event_id)
+        return PokeReturnValue(False)
 
     def execute(self, context: Any) -> Any:
         if not self.deferrable:
             return super().execute(context)
         since = self._since()
+        cursor = None
+        if self.wait_on == "notifications":  # taken before the look: no commit falls between
+            cursor = self._cursor(AcidMetastoreHook(self.metastore_conn_id))
         if self.poke_before_defer:
-            done = self._look(since)
+            done = self._look(since, cursor)
             if done:
                 return done.xcom_value
         self.defer(
@@ -156,6 +199,8 @@ class AcidMetastoreWriteSensor(OpenLineageMixin, BaseSensorOperator):
                 table=self.table,
                 metastore_conn_id=self.metastore_conn_id,
                 poll_interval=self.poll_interval,
+                wait_on=self.wait_on,
+                after_event_id=cursor,
                 **since.since(),
             ),
             method_name="execute_complete",
@@ -168,3 +213,13 @@ class AcidMetastoreWriteSensor(OpenLineageMixin, BaseSensorOperator):
             message = (event or {}).get("message", "the trigger sent no event")
             raise AirflowException(f"AcidMetastoreWriteSensor on {self.table}: {message}")
         return self._result(event["metastore"], event, waited_in="triggerer")
+
+
+def _whole(value: int | str | None, name: str) -> int | None:
+    """A templated whole number (None or blank: none)."""
+    if value in (None, ""):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a whole number, got {value!r}") from None

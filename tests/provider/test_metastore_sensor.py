@@ -296,6 +296,8 @@ def test_the_deferrable_sensor_defers_to_a_trigger_of_primitives_without_the_pas
         "above_write_id": 1,
         "snapshot_write_ids": None,
         "poll_interval": 5.0,
+        "wait_on": "write_ids",
+        "after_event_id": None,
     }
     assert json.loads(json.dumps(kwargs)) == kwargs  # primitives only
     assert "s3cret" not in json.dumps(kwargs)

@@ -1,0 +1,427 @@
+"""Partitions' folders matched to a shape and a skeleton: one partition at a time, or many at once.
+
+A partition's *shape* is which of its files lie in which of its folders (by position) and under
+which names; the *skeleton* of its folders' names is the names joined by ``/`` with each digit as
+``#``, which decides how they parse (:mod:`.shaped_partitions` makes the partitions of one shape,
+skeleton and order of write ids from one template). Here are the shape, the skeleton, whether a
+reader sees every write of a partition's folders, and :func:`matching`: which of many
+partitions in a row match one template's shape, skeleton, order of write ids and statements,
+found in a few C-level passes over all of them instead of a few dozen Python steps each (what
+``ShapedPartitions.find`` does for one partition).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from itertools import chain, compress, cycle, repeat
+from operator import add, eq, getitem, le, lt
+
+from .bulk import each_repeated, filled, taker
+from .names import (
+    BASE_DIR_SETTERS,
+    DELTA_DIR_SETTERS,
+    BaseDir,
+    DeltaDir,
+    DeltaKind,
+    parse_acid_dir,
+)
+from .writeids import ValidTxnList, ValidWriteIdList
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Shape:
+    """A partition's files by folder: which folder (by position) and which name each file has.
+
+    One object per shape (shapes are looked up by value once, then compared by identity)."""
+
+    #: The paths -> each folder's first file's path.
+    firsts: Callable[[Sequence[str]], tuple[str, ...]]
+    #: The length of each folder's first file's name, with its ``/``.
+    tails: tuple[int, ...]
+    #: Each folder's path (with ``/``) -> the folder path of each file.
+    folder_of_file: Callable[[Sequence[str]], tuple[str, ...]]
+    #: Each file's name in its folder.
+    names: tuple[str, ...]
+    #: By the length of a partition's folder: the slices of its folders' names out of paths.
+    cuts: dict[int, tuple[slice, ...]]
+
+    @classmethod
+    def of(cls, folder_of_file: tuple[int, ...], names: tuple[str, ...]) -> Shape:
+        """The shape of files in these folders (by position, numbered in order of their first
+        file) with these names.
+
+        :param folder_of_file: each file's folder.
+        :param names: each file's name.
+        """
+        firsts = [folder_of_file.index(k) for k in range(max(folder_of_file) + 1)]
+        return cls(
+            firsts=taker(tuple(firsts)),
+            tails=tuple(len(names[k]) + 1 for k in firsts),
+            folder_of_file=taker(folder_of_file),
+            names=names,
+            cuts={},
+        )
+
+    def cuts_at(self, length: int) -> tuple[slice, ...]:
+        """The slices of a partition's folders' names out of its files' paths, when its
+        folder (with ``/``) is ``length`` long.
+
+        :param length: the length of the partition's folder, with its ``/``.
+        """
+        cuts = self.cuts.get(length)
+        if cuts is None:
+            cuts = self.cuts[length] = tuple(slice(length, -t) for t in self.tails)
+        return cuts
+
+    def folders_of(self, paths: list[str], prefix: str) -> tuple[list[str], str] | None:
+        """The folder names of a partition whose files' paths (all below ``prefix``, which
+        ends with ``/``) are ``paths``, when it is shaped so, and the names joined by ``/``;
+        else None."""
+        if len(paths) != len(self.names):
+            return None
+        folders = list(map(getitem, self.firsts(paths), self.cuts_at(len(prefix))))
+        joined = "/".join(folders)
+        if joined.count("/") != len(folders) - 1 or len(set(folders)) != len(folders):
+            return None  # a folder nested in another, or two folders of the shape one here
+        folder_paths = list(map(add, repeat(prefix), map(add, folders, repeat("/"))))
+        if list(map(add, self.folder_of_file(folder_paths), self.names)) != paths:
+            return None
+        return folders, joined
+
+
+def shape_key(paths: list[str], prefix: str) -> tuple[tuple[int, ...], tuple[str, ...]] | None:
+    """(the folder of each file by position, the name of each file), for a partition whose
+    files are each directly inside a folder of it; else None."""
+    cut_at = len(prefix)
+    index: dict[str, int] = {}
+    folder_of_file = []
+    names = []
+    for path in paths:
+        folder, slash, name = path[cut_at:].partition("/")
+        if not slash or not name or "/" in name:
+            return None  # at the partition's root, or nested
+        folder_of_file.append(index.setdefault(folder, len(index)))
+        names.append(name)
+    return tuple(folder_of_file), tuple(names)
+
+
+#: A skeleton's digits: ASCII ones as ``#`` (others stay as they are, making skeletons of
+#: their own), so that names with numbers of the same widths have the same skeleton.
+DIGITS_HIDDEN = str.maketrans("0123456789", "#" * 10)
+
+
+def name_tokens(joined: str) -> list[str]:
+    """The parts of folder names joined by ``/``: the words and numbers between ``_``, ``_v``
+    and ``/``."""
+    return joined.replace("/", "_").replace("_v", "_").split("_")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Skeleton:
+    """How a partition's folder names parse, known from their *skeleton*: the names joined by
+    ``/`` with each digit as ``#``. Hive's name patterns (:mod:`.names`) take each number as a
+    whole run of digits between ``_``, ``_v`` and the end, so the skeleton alone decides
+    whether each name is a base or a delta and which part of it is which number; the numbers
+    are then read from their places (a ``#`` in a name is no number: ``int`` refuses it). One
+    object per skeleton (compared by identity)."""
+
+    #: The parts of the joined names (see ``name_tokens``) that are numbers.
+    numbers: Callable[[Sequence[str]], tuple[str, ...]]
+    #: Per folder: (BaseDir or DeltaDir, the delta's kind, the positions of its fields'
+    #: values among the numbers, None for a field the name has not).
+    folders: tuple[tuple[type, DeltaKind | None, tuple[int | None, ...]], ...]
+    #: The numbers that are write ids (a base's one, a delta's two), in the folders' order.
+    write_ids: Callable[[Sequence[int]], tuple[int, ...]]
+    #: The numbers that are bases' write ids, statements, compactor transactions.
+    bases: Callable[[Sequence[int]], tuple[int, ...]] | None
+    statements: Callable[[Sequence[int]], tuple[int, ...]]
+    transactions: Callable[[Sequence[int]], tuple[int, ...]] | None
+    #: Each folder's (first, last) write, by position among the numbers.
+    ranges: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def of(cls, names: Sequence[str]) -> Skeleton | None:
+        """The skeleton of ``names`` (parsed one by one); None if one is no base or delta."""
+        folders = []
+        at = 0  # numbers so far
+        places: list[int] = []  # the numbers' places among the parts
+        parts = 0
+        write_ids: list[int] = []
+        bases, statements, transactions, ranges = [], [], [], []
+        for name in names:
+            folder = parse_acid_dir(name)
+            if folder is None:
+                return None
+            if isinstance(folder, BaseDir):
+                fields = [folder.write_id, folder.visibility_txn_id]
+            else:
+                fields = [folder.min_write_id, folder.max_write_id, folder.statement_id]
+                fields.append(folder.visibility_txn_id)
+            tokens = name_tokens(name)
+            words = 1 if isinstance(folder, BaseDir) or not folder.is_delete else 2
+            values = [f for f in fields if f is not None]
+            try:
+                if list(map(int, tokens[words:])) != values:
+                    return None
+            except ValueError:
+                return None
+            places += range(parts + words, parts + len(tokens))
+            parts += len(tokens)
+            positions: list[int | None] = []
+            for value in fields:
+                positions.append(None if value is None else at)
+                at += value is not None
+            if isinstance(folder, BaseDir):
+                write_ids.append(positions[0])  # type: ignore[arg-type]
+                bases.append(positions[0])
+                ranges.append((positions[0], positions[0]))
+                kind = None
+            else:
+                write_ids += positions[:2]  # type: ignore[arg-type]
+                ranges.append((positions[0], positions[1]))  # type: ignore[arg-type]
+                if positions[2] is not None:
+                    statements.append(positions[2])
+                kind = folder.kind
+            if positions[-1] is not None:
+                transactions.append(positions[-1])
+            folders.append((type(folder), kind, tuple(positions)))
+        return cls(
+            numbers=taker(tuple(places)),
+            folders=tuple(folders),
+            write_ids=taker(tuple(write_ids)),
+            bases=taker(tuple(bases)) if bases else None,
+            statements=taker(tuple(statements)),
+            transactions=taker(tuple(transactions)) if transactions else None,
+            ranges=tuple(ranges),  # type: ignore[arg-type]
+        )
+
+    def make(self, names: Sequence[Sequence[str]], numbers: Sequence[list[int]]) -> list[tuple]:
+        """The folders of partitions whose names are ``names`` (each's, in order) with these
+        numbers (each's runs), partition after partition."""
+        count = len(names)
+        by_folder = list(zip(*names, strict=True))
+        runs = list(zip(*numbers, strict=True))
+        columns = []
+        for k, (cls, kind, positions) in enumerate(self.folders):
+            values = [runs[p] if p is not None else repeat(None) for p in positions]
+            if cls is BaseDir:
+                columns.append(filled(BaseDir, count, BASE_DIR_SETTERS, (by_folder[k], *values)))
+            else:
+                values.insert(0, repeat(kind))
+                columns.append(filled(DeltaDir, count, DELTA_DIR_SETTERS, (by_folder[k], *values)))
+        return list(zip(*columns, strict=True))
+
+
+def every_write_seen(
+    skeleton: Skeleton,
+    numbers: Sequence[int],
+    write_ids: tuple[int, ...],
+    lists: ValidWriteIdList,
+    txns: ValidTxnList | None,
+    exceptions: Sequence[int],
+) -> bool:
+    """Every write of every folder valid (a base's too, however it counts as valid: as a
+    compacted base, no write at or below it open; as an insert overwrite, valid), and every
+    compactor transaction visible.
+
+    :param skeleton: the skeleton of the partition's folders' names.
+    :param numbers: the numbers in the names, in order.
+    :param write_ids: the write ids among them (``skeleton.write_ids(numbers)``).
+    :param lists: the reader's write-id list.
+    :param txns: the reader's transaction list, if any.
+    :param exceptions: the list's open and aborted write ids, sorted.
+    """
+    if max(write_ids) > lists.high_watermark:
+        return False
+    if skeleton.bases is not None and max(skeleton.bases(numbers)) >= lists.min_open_write_id:
+        return False
+    if exceptions and not no_exception_within(skeleton, numbers, exceptions):
+        return False
+    if txns is not None and skeleton.transactions is not None:
+        return all(map(txns.is_valid, skeleton.transactions(numbers)))
+    return True
+
+
+def no_exception_within(
+    skeleton: Skeleton, numbers: Sequence[int], exceptions: Sequence[int]
+) -> bool:
+    """No open or aborted write in any folder's range of writes.
+
+    :param skeleton: the skeleton of the partition's folders' names.
+    :param numbers: the numbers in the names, in order.
+    :param exceptions: the open and aborted write ids, sorted.
+    """
+    for low, high in skeleton.ranges:
+        at = bisect_left(exceptions, numbers[low])
+        if at < len(exceptions) and exceptions[at] <= numbers[high]:
+            return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What a partition matches to be made from one template (the key ``ShapedPartitions.find``
+    gives): the template's shape and skeleton, its write ids' order and its statements; with
+    where the numbers are in the names joined by ``/``, and what each of them is."""
+
+    shape: Shape
+    skeleton: Skeleton
+    #: The skeleton's text (the names joined by ``/``, digits as ``#``), encoded.
+    hidden: bytes
+    #: The numbers' places in the names joined by ``/`` (any names of the skeleton: the text
+    #: of each part between ``_``, ``_v`` and ``/`` is at the same place in each).
+    places: tuple[slice, ...]
+    #: Which numbers are write ids, bases' write ids, compactor transactions (positions).
+    write_ids: tuple[int, ...]
+    bases: tuple[int, ...]
+    transactions: tuple[int, ...]
+    #: (position, value) of each statement id.
+    statements: tuple[tuple[int, int], ...]
+    #: Pairs of positions (None: the 0 the write ids are ranked with) whose numbers compare
+    #: so: the one below the other, or equal.
+    below: tuple[tuple[int | None, int], ...]
+    ties: tuple[tuple[int | None, int | None], ...]
+
+    @classmethod
+    def of(
+        cls,
+        shape: Shape,
+        skeleton: Skeleton,
+        names: Sequence[str],
+        ranks: tuple[int, ...],
+        statements: tuple[int, ...],
+    ) -> Target | None:
+        """The target of a template's key; None if its names' numbers cannot be placed.
+
+        :param shape: the shape of its files.
+        :param skeleton: the skeleton of its folders' names.
+        :param names: its folders' names.
+        :param ranks: the dense ranks of 0 and its write ids.
+        :param statements: its statement ids.
+        """
+        joined = "/".join(names)
+        places, at = [], 0
+        for k, part in enumerate(joined.replace("/", "_").split("_")):
+            # name_tokens drops the "v" of each "_v" (and of each "/v")
+            places.append(slice(at + (k > 0 and part.startswith("v")), at + len(part)))
+            at += len(part) + 1
+        numbers = skeleton.numbers(places)
+        tokens = skeleton.numbers(name_tokens(joined))
+        if [joined[place] for place in numbers] != list(tokens):
+            return None
+        every = tuple(range(len(numbers)))
+
+        def positions(take: Callable[[Sequence[int]], tuple[int, ...]] | None) -> tuple[int, ...]:
+            return take(every) if take is not None else ()
+
+        write_ids = positions(skeleton.write_ids)
+        # Values have these dense ranks if and only if, taken in the ranks' order, each is
+        # below the next where the ranks differ and equal to it where they tie.
+        of_value = (None, *write_ids)
+        order = sorted(range(len(ranks)), key=ranks.__getitem__)
+        pairs = list(zip(order, order[1:], strict=False))
+        return cls(
+            shape,
+            skeleton,
+            joined.translate(DIGITS_HIDDEN).encode("utf-8", "surrogatepass"),
+            numbers,
+            write_ids,
+            positions(skeleton.bases),
+            positions(skeleton.transactions),
+            tuple(zip(positions(skeleton.statements), statements, strict=True)),
+            below=tuple((of_value[a], of_value[b]) for a, b in pairs if ranks[a] < ranks[b]),
+            ties=tuple((of_value[a], of_value[b]) for a, b in pairs if ranks[a] == ranks[b]),
+        )
+
+
+#: ASCII digits as ``#`` in UTF-8 (whose other characters' bytes are all above 127):
+#: ``s.translate(DIGITS_HIDDEN).encode() == s.encode().translate(DIGITS_HIDDEN_BYTES)``.
+DIGITS_HIDDEN_BYTES = bytes.maketrans(b"0123456789", b"#" * 10)
+
+
+def matching(
+    target: Target,
+    paths: Sequence[list[str]],
+    prefixes: Sequence[str],
+    lists: ValidWriteIdList,
+    txns: ValidTxnList | None,
+    exceptions: Sequence[int],
+) -> list[tuple[tuple[str, ...], tuple[int, ...]] | None]:
+    """For each of many partitions: its folders' names and their numbers when it matches
+    ``target`` (its files in the target's shape, its folders' names of its skeleton, its write
+    ids in the same order and its statements the same) and the reader sees every write of it,
+    as ``ShapedPartitions.find`` would find it; else None. Each check is a pass over all of
+    them (over one number of each, for the numbers').
+
+    :param target: what to match.
+    :param paths: each partition's files' paths, in listing order.
+    :param prefixes: each partition's folder, with its trailing ``/``.
+    :param lists: the reader's write-id list.
+    :param txns: the reader's transaction list, if any.
+    :param exceptions: the list's open and aborted write ids, sorted.
+    """
+    shape, skeleton = target.shape, target.skeleton
+    files, width = len(shape.names), len(shape.tails)
+    matched: list[tuple[tuple[str, ...], tuple[int, ...]] | None] = [None] * len(paths)
+    at = list(compress(range(len(paths)), map(files.__eq__, map(len, paths))))
+    if not at:
+        return matched
+    listed = list(map(paths.__getitem__, at))
+    folders_of = list(map(prefixes.__getitem__, at))
+    cuts_at = {length: shape.cuts_at(length) for length in set(map(len, folders_of))}
+    cuts = chain.from_iterable(map(cuts_at.__getitem__, map(len, folders_of)))
+    folders = list(map(getitem, chain.from_iterable(map(shape.firsts, listed)), cuts))
+    named = list(zip(*[iter(folders)] * width, strict=True))
+    joined = list(map("/".join, named))
+    folder_paths = map(add, each_repeated(folders_of, width), map(add, folders, repeat("/")))
+    by_partition = zip(*[folder_paths] * width, strict=True)
+    of_files = chain.from_iterable(map(shape.folder_of_file, by_partition))
+    expected = map(add, of_files, cycle(shape.names))
+    encoded = map(str.encode, joined, repeat("utf-8"), repeat("surrogatepass"))
+    shaped = list(
+        map(
+            all,
+            zip(
+                # no folder nested in another, no two folders of the shape one here
+                map(eq, map(str.count, joined, repeat("/")), repeat(width - 1)),
+                map(eq, map(len, map(set, named)), repeat(width)),
+                map(
+                    eq,
+                    map(bytes.translate, encoded, repeat(DIGITS_HIDDEN_BYTES)),
+                    repeat(target.hidden),
+                ),
+                map(eq, zip(*[expected] * files, strict=True), map(tuple, listed)),
+                strict=True,
+            ),
+        )
+    )
+    at, named, joined = (list(compress(c, shaped)) for c in (at, named, joined))
+    if not at:
+        return matched
+    places = target.places
+    try:
+        flat = list(map(int, map(getitem, each_repeated(joined, len(places)), cycle(places))))
+    except ValueError:  # a "#" in a name: left to find, one partition at a time
+        return matched
+    step = len(places)
+
+    def column(position: int | None) -> Iterable[int]:
+        return flat[position::step] if position is not None else repeat(0)
+
+    checks = [map(le, column(k), repeat(lists.high_watermark)) for k in target.write_ids]
+    checks += (map(lt, column(k), repeat(lists.min_open_write_id)) for k in target.bases)
+    checks += (map(eq, column(k), repeat(value)) for k, value in target.statements)
+    checks += (map(lt, column(a), column(b)) for a, b in target.below)
+    checks += (map(eq, column(a), column(b)) for a, b in target.ties)
+    numbers = list(zip(*[iter(flat)] * step, strict=True))
+    if exceptions:
+        checks.append(map(no_exception_within, repeat(skeleton), numbers, repeat(exceptions)))
+    if txns is not None:
+        checks += (map(txns.is_valid, column(k)) for k in target.transactions)
+    seen = map(all, zip(*checks, strict=True))
+    for k, names, runs, whole in zip(at, named, numbers, seen, strict=True):
+        if whole:
+            matched[k] = (names, runs)
+    return matched

@@ -1,0 +1,100 @@
+"""Many partitions shaped alike in a row are matched against the last template together
+(``ShapedPartitions.take_many``, ``folder_shapes.matching``) once layouts are no longer looked
+up, and give what the plain way gives.
+
+Layouts are given up after 64 partitions laid out each its own way, so these listings have
+more: the partitions after those go through the matching of many at once, the rest (and those
+that do not match) through ``find`` one at a time.
+"""
+
+import test_snapshot_shapes as shapes
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from plain_resolution import ROOT, plainly
+
+from airflow_provider_acid.acid.alike_partitions import Resolver, resolve_listing
+from airflow_provider_acid.acid.listing import StoredFile
+from airflow_provider_acid.acid.writeids import ValidWriteIdList
+
+
+def test_many_partitions_each_named_its_own_way_give_what_the_plain_way_gives():
+    # test_snapshot_shapes' random mixed tables, with more partitions than layouts are looked
+    # up for
+    run = shapes.test_partitions_each_named_its_own_way_give_what_the_plain_way_gives
+    given(
+        partitions=st.integers(70, 160),
+        in_order=st.sampled_from([1.0, 0.95, 0.6]),
+        write_ids=shapes.write_id_lists,
+        txn_hwm=st.sampled_from([None, 40, 1000, 10_000]),
+        insert_only=st.booleans(),
+        seed=st.integers(0, 2**16),
+    )(
+        settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])(
+            run.hypothesis.inner_test
+        )
+    )()
+
+
+def folders(p, ids=(1, 2, 3, 4, 5), statements=("_0000", "_0001", "_0000"), width=7):
+    """A partition's folders (the benchmark's), named after write ids of its own."""
+    base, first, low, high, deleted = (10 * p + k for k in ids)
+    return (
+        f"base_{base:0{width}d}",
+        f"delta_{first:07d}_{first:07d}{statements[0]}",
+        f"delta_{low:07d}_{high:07d}{statements[1]}",
+        f"delete_delta_{deleted:07d}_{deleted:07d}{statements[2]}",
+    )
+
+
+def compacted(partitions, folder_of=folders, buckets=4):
+    """The benchmark's layout, each partition's folders named after write ids of its own."""
+    return [
+        StoredFile(f"{ROOT}/dt={p:04d}/{folder}/bucket_{b:05d}", 100 + b, f"v{p}")
+        for p in range(partitions)
+        for b in range(buckets)  # bucket by bucket, as the benchmark lists them
+        for folder in folder_of(p)
+    ]
+
+
+def resolve_counting_finds(files, write_ids=None):
+    """The partitions and unrecognised entries, and how many partitions ``find`` looked at."""
+    resolver = Resolver(write_ids or ValidWriteIdList.all_committed(), None, False)
+    finds = []
+    find = resolver.shaped.find
+    resolver.shaped.find = lambda paths, prefix: finds.append(prefix) or find(paths, prefix)
+    partitions, unrecognised = resolve_listing(ROOT, files, resolver)
+    return (tuple(partitions), tuple(unrecognised)), len(finds), resolver
+
+
+def test_partitions_after_layouts_are_given_up_are_matched_together():
+    files = compacted(400)
+    result, finds, resolver = resolve_counting_finds(files)
+    assert result == plainly(files)
+    assert finds < 80  # the 65 partitions before layouts were given up, and a few
+    assert [len(alike) for _, alike in resolver.shaped.alike.values()] == [399]
+    last = result[0][-1]
+    assert last.base.write_id == 3991 and [d.folder.statement_id for d in last.deltas] == [0, 1, 0]
+    assert last.deltas[1].folder.max_write_id == 3994
+
+
+def test_partitions_that_do_not_match_the_last_template_go_one_at_a_time():
+    def folder_of(p):
+        if p % 7 == 3:  # another order of write ids: the delete delta before the deltas
+            return folders(p, ids=(1, 4, 5, 6, 2))
+        if p % 11 == 5:  # a statement of its own
+            return folders(p, statements=("_0003", "_0001", "_0000"))
+        if p % 13 == 6:  # a folder of another width
+            return folders(p, width=8)
+        if p % 17 == 8:  # fewer folders
+            return folders(p)[:2]
+        return folders(p)
+
+    files = compacted(300, folder_of)
+    files[4001] = StoredFile(
+        files[4001].path.replace("bucket_", "bucket-"), 10
+    )  # a name of its own
+    # writes the reader does not see: aborted ones, in two partitions' deltas
+    write_ids = ValidWriteIdList("db.t", 10_000, 9223372036854775807, (), (2_203, 2_514))
+    result, finds, _ = resolve_counting_finds(files, write_ids)
+    assert result == plainly(files, write_ids)
+    assert finds < 200
