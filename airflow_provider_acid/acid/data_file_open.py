@@ -28,6 +28,7 @@ from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
 from .hive_types import HiveType
+from .orc_stripe_stats import StripeStatistics, integer_bounds, read_stripe_statistics
 from .orc_timestamps import TRINO_WRITER, read_rows, read_stripe
 from .ranged_reads import open_data_file, open_data_files
 from .read_view import DataFile
@@ -38,6 +39,8 @@ _ACID_LOWER = tuple(c.lower() for c in ACID_COLUMNS)
 _VERSION_KEY = "hive.acid.version"
 #: ORC column id of ``bucket`` in an ACID event file (0 is the root struct).
 _BUCKET_COLUMN_ID = 3
+#: ORC column ids of ``operation`` .. ``currentTransaction`` in an ACID event file.
+_IDENTITY_COLUMN_IDS = (1, 2, 3, 4, 5)
 
 
 class AcidFormatError(ValueError):
@@ -83,6 +86,27 @@ def is_acid_names(lowered: Sequence[str]) -> bool:
     return tuple(lowered) == _ACID_LOWER
 
 
+@dataclass(frozen=True)
+class StripeIdentity:
+    """What one stripe of an ACID ORC file holds by its stripe statistics: its row count and
+    the minimum and maximum of ``operation``, ``originalTransaction``, ``bucket``, ``rowId``
+    and ``currentTransaction`` (none of them null)."""
+
+    rows: int
+    operation: tuple[int, int]
+    original_transaction: tuple[int, int]
+    bucket: tuple[int, int]
+    row_id: tuple[int, int]
+    current_transaction: tuple[int, int]
+
+
+def _stripe_identity(stripe: StripeStatistics) -> StripeIdentity | None:
+    """A stripe's :class:`StripeIdentity`; None when a statistic is missing or shows a null
+    (the stripe is then read, and checked, as any other)."""
+    bounds = integer_bounds(stripe, _IDENTITY_COLUMN_IDS)
+    return None if bounds is None else StripeIdentity(stripe.rows, *bounds)
+
+
 @dataclass
 class OpenFile:
     """One opened data file: its reader, row count and the layout of its columns."""
@@ -104,6 +128,7 @@ class OpenFile:
     #: Where the file was opened from (a stripe with timestamps outside pyarrow's nanosecond
     #: range opens it again for pyorc, :mod:`.orc_timestamps`).
     fs: AbstractFileSystem | None = None
+    _stripe_identities: list[StripeIdentity | None] | None = field(default=None, repr=False)
 
     @property
     def path(self) -> str:
@@ -185,6 +210,26 @@ class OpenFile:
             )  # fmt: skip
         except FORMAT_ERRORS as exc:
             raise AcidFormatError(f"{self.path}: unreadable data ({exc})") from None
+
+    def stripe_identities(self) -> list[StripeIdentity | None]:
+        """Each stripe's :class:`StripeIdentity` (None for a stripe without usable
+        statistics, and for every stripe of a file whose statistics cannot be read), from the
+        ORC file's stripe statistics (:mod:`.orc_stripe_stats`): no stripe is decoded. Read
+        once per opened file.
+        """
+        assert self.orc is not None
+        if self._stripe_identities is None:
+            orc = self.orc
+            found: list[StripeIdentity | None] = [None] * orc.nstripes
+            try:
+                with self._reopen() as handle:
+                    stripes = read_stripe_statistics(handle, orc)
+                if stripes is not None:
+                    found = [_stripe_identity(s) for s in stripes]
+            except FORMAT_ERRORS:
+                pass  # the stripes are read whole, which names what is wrong with the file
+            self._stripe_identities = found
+        return self._stripe_identities
 
     @property
     def trino_written(self) -> bool:

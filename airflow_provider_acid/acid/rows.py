@@ -48,6 +48,7 @@ from .data_file_open import (
     AcidFormatError,
     FileFormat,
     OpenFile,
+    StripeIdentity,
     check_acid_version,
     encode_bucket_v1,
     is_bucket_codec_v1,
@@ -70,6 +71,8 @@ __all__ = [
     "RowBatch",
     "RowSelector",
     "SliceReader",
+    "StripeFilter",
+    "StripeIdentity",
     "TableColumn",
     "TableColumns",
     "encode_bucket_v1",
@@ -210,6 +213,10 @@ class RowBatch:
 #: Picks the rows of a batch whose columns are wanted (a boolean mask; None: no row), seeing
 #: only the batch's identity, its writes and ``visible`` (its ``columns`` are not read yet).
 RowSelector = Callable[[RowBatch], "pa.Array | None"]
+#: For a data file, whether each of its stripes (known only by its stripe statistics) may
+#: hold a row the selector picks (False: its identity columns are not read either); None when
+#: every stripe of the file may.
+StripeFilter = Callable[[DataFile], "Callable[[StripeIdentity], bool] | None"]
 
 
 def _selected(batches: Iterator[RowBatch], select: RowSelector | None) -> Iterator[RowBatch]:
@@ -304,23 +311,35 @@ class SliceReader:
         self.targets = columns.arrow_fields(timestamp_unit)
         self.timestamp_unit = timestamp_unit
         self.rows_in_files = 0
+        #: Stripes of ACID files passed over by their statistics (:meth:`data_batches`).
+        self.stripes_skipped = 0
         self._arange: pa.Array | None = None
 
     # -- data ---------------------------------------------------------------------------
 
-    def data_batches(self, select: RowSelector | None = None) -> Iterator[RowBatch]:
+    def data_batches(
+        self, select: RowSelector | None = None, may_pick: StripeFilter | None = None
+    ) -> Iterator[RowBatch]:
         """Every data row of the slice (originals, base, deltas in Hive's order), batch by batch.
 
         :param select: read the table's columns only for the rows it picks: each batch is
             yielded with those rows only (none: not yielded), and a stripe of an ACID file
             none of whose rows it picks is read no further than its identity columns.
+        :param may_pick: with ``select``: a stripe of an ORC ACID file whose statistics the
+            test it gives for the file rejects is not read at all (it must reject only
+            stripes ``select`` would pick nothing of); a stripe whose statistics are missing,
+            show nulls or events other than inserts is read and checked as without it.
         """
         offsets: dict[str, int] = {}  # synthetic row ids continue per folder (or partition root)
         with closing(open_files(self.fs, self.slice.data_files)) as files:
-            yield from self._files_rows(files, offsets, select)
+            yield from self._files_rows(files, offsets, select, may_pick)
 
     def _files_rows(
-        self, files: Iterator[OpenFile], offsets: dict[str, int], select: RowSelector | None
+        self,
+        files: Iterator[OpenFile],
+        offsets: dict[str, int],
+        select: RowSelector | None,
+        may_pick: StripeFilter | None,
     ) -> Iterator[RowBatch]:
         for opened in files:
             data_file = opened.data_file
@@ -334,7 +353,7 @@ class SliceReader:
                             f"{opened.path}: an ACID event file in a table read as insert-only"
                         )
                     if select is not None and opened.orc is not None:
-                        produced = yield from self._selected_acid_rows(opened, select)
+                        produced = yield from self._selected_acid_rows(opened, select, may_pick)
                     else:
                         produced = yield from _selected(self._acid_rows(opened), select)
                 else:
@@ -370,15 +389,30 @@ class SliceReader:
             )
         return produced
 
-    def _selected_acid_rows(self, opened: OpenFile, select: RowSelector) -> Iterator[RowBatch]:
+    def _selected_acid_rows(
+        self, opened: OpenFile, select: RowSelector, may_pick: StripeFilter | None
+    ) -> Iterator[RowBatch]:
         """An ORC ACID file's rows that ``select`` picks: each stripe's identity columns
-        first; its ``row`` column only when some of its rows are picked, and then only the
-        rows from the first picked to the last when they are few (:meth:`_picked_values`)."""
+        first (unless ``may_pick`` rejects the stripe by its statistics); its ``row`` column
+        only when some of its rows are picked, and then only the rows from the first picked
+        to the last when they are few (:meth:`_picked_values`)."""
         column_map, check_validity = self._acid_file(opened)
         names = opened.acid_names
         assert names is not None
+        test = may_pick(opened.data_file) if may_pick is not None else None
+        known = opened.stripe_identities() if test is not None else None
         produced = 0
         for index in range(opened.nstripes):
+            bounds = known[index] if known is not None else None
+            if (
+                test is not None
+                and bounds is not None
+                and bounds.operation == (_INSERT, _INSERT)
+                and not test(bounds)
+            ):
+                self.stripes_skipped += 1
+                produced += bounds.rows
+                continue
             keys = opened.stripe(index, list(names[:5]), self.timestamp_unit)
             picks = []  # (identity of a batch, the positions in the stripe of its picked rows)
             for start in range(0, keys.num_rows, self.batch_rows):

@@ -52,6 +52,7 @@ from ..output.protocol import (
 )
 from ..output.records import BucketResult, PlannedSlice, SnapshotPlan, SnapshotResult
 from .change_diff import IdentitySnapshot, diff_changes, find_identity_snapshot
+from .change_pairs import change_writes_metadata
 from .change_rows import (
     CHANGE_COLUMNS,
     CHANGE_TYPES,
@@ -461,7 +462,8 @@ def compute_slice(
             timestamp_unit=unit,
         )
         finished = finish(changes.rows, slice_range, partition_values)
-    schema = feed_schema(settings)
+    # the writes of the slice's unpaired changes, in its files' footers (change_pairs)
+    schema = feed_schema(settings).with_metadata(change_writes_metadata(finished.rows))
     writer = BucketFileWriter.for_slice(
         out_fs,
         plan.out,
@@ -518,7 +520,7 @@ def change_counts(result: SnapshotResult, fs: AbstractFileSystem) -> dict[str, i
     counts = dict.fromkeys(CHANGE_TYPES, 0)
     for path in result.file_paths():
         with fs.open(path, "rb") as handle:
-            column = pq.read_table(handle, columns=["_change_type"])["_change_type"]
+            column = pq.ParquetFile(handle).read(columns=["_change_type"])["_change_type"]
         for value in pc.value_counts(column).to_pylist():
             counts[value["values"]] += value["counts"]
     return counts

@@ -17,12 +17,17 @@ bucket file of an unbucketed table. :func:`pair_across_slices` finds them before
 
 Nothing else changes: values, identities, ``_commit_write_id`` and ``_change_ordinal`` stay,
 so the feed applies as before. Memory: the keys and writes of the feed's unpaired deletes, the
-changes of those keys, and one file at a time. A file whose footer statistics show no delete
-is not read for step 1 (an insert-only feed costs a footer per file).
+changes of those keys, and one file at a time. A feed none of whose slices read a delete
+event (and diffed none) holds no delete: nothing is read. Each file a slice writes records in
+its footer the writes of its unpaired deletes and inserts (:func:`change_writes_metadata`):
+when no write has an unpaired delete in one slice and an unpaired insert in another, nothing
+can pair, and the footers are all that is read. A file whose footer statistics show no delete
+is not read for step 1.
 """
 
 from __future__ import annotations
 
+import json
 import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -41,6 +46,52 @@ _TYPE = "_change_type"
 _COMMIT = "_commit_write_id"
 _FILE = "__file"
 _ROW = "__row"
+#: The footer key of a feed file's writes of unpaired deletes and inserts.
+CHANGE_WRITES_KEY = b"airflow_acid.change_writes"
+
+
+def change_writes_metadata(rows: pa.Table) -> dict[bytes, bytes]:
+    """The footer metadata recording the writes of a slice's unpaired deletes and inserts.
+
+    :param rows: the slice's finished change rows (``_change_type``, ``_commit_write_id``).
+    """
+    writes = {}
+    for name, kind in (("delete", DELETE), ("insert", INSERT)):
+        commits = rows.filter(pc.equal(rows[_TYPE], kind))[_COMMIT]
+        writes[name] = sorted(w for w in pc.unique(commits).to_pylist() if w is not None)
+    return {CHANGE_WRITES_KEY: json.dumps(writes).encode()}
+
+
+def _footer(fs: AbstractFileSystem, root: str, file: OutputFile) -> pq.FileMetaData:
+    with fs.open(posixpath.join(root, file.path), "rb") as handle:
+        return pq.ParquetFile(handle).metadata
+
+
+def _change_writes(metadata: pq.FileMetaData) -> tuple[set[int], set[int]] | None:
+    """The writes of a file's unpaired deletes and inserts (None: its footer does not say)."""
+    stored = (metadata.metadata or {}).get(CHANGE_WRITES_KEY)
+    if stored is None:
+        return None
+    writes = json.loads(stored)
+    return set(writes["delete"]), set(writes["insert"])
+
+
+def _may_pair(footers: Sequence[pq.FileMetaData], owner: Sequence[tuple[int, int]]) -> bool:
+    """Whether some write has an unpaired delete in one slice and an unpaired insert in
+    another, by the files' footers (True when a footer does not say)."""
+    deletes: dict[int, set[int]] = {}
+    inserts: dict[int, set[int]] = {}
+    for metadata, (result, _) in zip(footers, owner, strict=True):
+        writes = _change_writes(metadata)
+        if writes is None:
+            return True
+        deletes.setdefault(result, set()).update(writes[0])
+        inserts.setdefault(result, set()).update(writes[1])
+    for result, deleted in deletes.items():
+        for other, inserted in inserts.items():
+            if other != result and deleted & inserted:
+                return True
+    return False
 
 
 def _read(fs: AbstractFileSystem, root: str, file: OutputFile, columns: Sequence[str]) -> pa.Table:
@@ -48,11 +99,8 @@ def _read(fs: AbstractFileSystem, root: str, file: OutputFile, columns: Sequence
         return pq.read_table(handle, columns=list(columns))
 
 
-def _may_hold_deletes(fs: AbstractFileSystem, root: str, file: OutputFile) -> bool:
-    """False when the footer's statistics show no ``delete`` in the file (an insert-only
-    feed then costs a footer per file)."""
-    with fs.open(posixpath.join(root, file.path), "rb") as handle:
-        metadata = pq.ParquetFile(handle).metadata
+def _may_hold_deletes(metadata: pq.FileMetaData) -> bool:
+    """False when the footer's statistics show no ``delete`` in the file."""
     column = metadata.schema.names.index(_TYPE)
     for group in range(metadata.num_row_groups):
         stats = metadata.row_group(group).column(column).statistics
@@ -62,12 +110,16 @@ def _may_hold_deletes(fs: AbstractFileSystem, root: str, file: OutputFile) -> bo
 
 
 def _unpaired_deletes(
-    fs: AbstractFileSystem, root: str, files: Sequence[OutputFile], key: Sequence[str]
+    fs: AbstractFileSystem,
+    root: str,
+    files: Sequence[OutputFile],
+    footers: Sequence[pq.FileMetaData],
+    key: Sequence[str],
 ) -> pa.Table:
     group = [*key, _COMMIT]
     parts = []
-    for file in files:
-        if not _may_hold_deletes(fs, root, file):
+    for file, metadata in zip(files, footers, strict=True):
+        if not _may_hold_deletes(metadata):
             continue
         table = _read(fs, root, file, [*group, _TYPE])
         keep = pc.equal(table[_TYPE], DELETE)
@@ -171,11 +223,16 @@ def pair_across_slices(
     results = list(results)
     if not key or len(results) < 2:
         return results
+    if not settings["changes"]["identity_diff_slices"] and not any(r.delete_keys for r in results):
+        return results  # no slice read a delete event: the feed holds no delete to pair
     files = [f for r in results for f in r.files]
     owner = [(i, j) for i, r in enumerate(results) for j in range(len(r.files))]
     if not files:
         return results
-    wanted = _unpaired_deletes(fs, root, files, key)
+    footers = [_footer(fs, root, f) for f in files]
+    if not _may_pair(footers, owner):
+        return results
+    wanted = _unpaired_deletes(fs, root, files, footers, key)
     if not wanted.num_rows:
         return results
     pairs = _pairs(_changes_of(fs, root, files, key, wanted), key)

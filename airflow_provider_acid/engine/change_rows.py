@@ -24,7 +24,7 @@ the bucket's changes in the range (never the bucket's rows).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
@@ -33,7 +33,7 @@ from fsspec import AbstractFileSystem
 
 from ..acid.names import BaseDir, DeltaDir
 from ..acid.read_view import BucketSlice, DataFile
-from ..acid.rows import DeleteBatch, RowBatch, SliceReader
+from ..acid.rows import DeleteBatch, RowBatch, SliceReader, StripeIdentity
 from ..acid.table_columns import TableColumns
 from ..acid.writeids import ValidWriteIdList
 from .delete_keys import DeleteKeySet
@@ -267,10 +267,20 @@ def event_changes(
             return delete if insert is None else insert
         return pc.or_(insert, delete)
 
+    def holds_deleted(stripe: StripeIdentity) -> bool:
+        return keys is not None and keys.may_hold(
+            stripe.original_transaction, stripe.bucket, stripe.row_id
+        )
+
+    def may_change(data_file: DataFile) -> Callable[[StripeIdentity], bool] | None:
+        # a delta of the range holds inserts; any other file only the rows deletes hit
+        return None if _in_range(data_file, change_range) else holds_deleted
+
     inserts, preimages = [], []
     # the values of a row are read only for the changed rows (identities read first): a
-    # delete's values are in the base, read only in the stripes holding a deleted row
-    for batch in reader.data_batches(select=changed):
+    # delete's values are in the base, read only in the stripes holding a deleted row, and
+    # the base's stripes whose identity bounds hold no delete key are not read at all
+    for batch in reader.data_batches(select=changed, may_pick=may_change):
         for mask, found in ((inserted(batch), inserts), (deleted(batch), preimages)):
             if mask is not None and pc.any(mask).as_py():
                 identity = [batch.original_transaction, batch.bucket, batch.row_id]
@@ -336,6 +346,9 @@ def _finish_deletes(
     preimages: pa.Table, deletes: pa.Table, names: Sequence[str], bucket_slice: BucketSlice
 ) -> pa.Table:
     """Pre-images joined to their delete events: the deleting write and its ordinal."""
+    if not deletes.num_rows and not preimages.num_rows:  # nothing to join
+        none = pa.array([], pa.int64())
+        return bookkeeping_rows(preimages, names, kind=1, commit=none, statement=none, phase=none)
     keyed = preimages.select(list(IDENTITY)).append_column(_POSITION, _arange(preimages.num_rows))
     # only the identity and positions go through the join (it refuses some payload types)
     joined = keyed.join(deletes, keys=list(IDENTITY), join_type="inner")
@@ -478,6 +491,9 @@ def _pair(rows: pa.Table, key: Sequence[str], any_write: bool) -> tuple[pa.Array
     if missing:
         raise ValueError(f"--key: {missing} are not columns of the table ({rows.column_names})")
     n = rows.num_rows
+    kinds = rows[_KIND]
+    if pc.min(kinds).as_py() == pc.max(kinds).as_py():  # only inserts, or only deletes
+        return pc.if_else(pc.equal(kinds, 0), INSERT, DELETE), rows[_COMMIT]
     group = list(key) if any_write else [_COMMIT, *key]
     keyed = rows.select([*group, _KIND]).append_column(_POSITION, _arange(n))
     keyed = keyed.filter(pc.invert(_any_null(keyed, key)))
@@ -488,7 +504,6 @@ def _pair(rows: pa.Table, key: Sequence[str], any_write: bool) -> tuple[pa.Array
     ).select(group)
     paired = keyed.join(pairs, keys=group, join_type="inner")
     is_paired = pc.is_in(_arange(n), value_set=paired[_POSITION].combine_chunks())
-    kinds = rows[_KIND]
     change_type = pc.if_else(
         is_paired,
         pc.if_else(pc.equal(kinds, 0), UPDATE_POSTIMAGE, UPDATE_PREIMAGE),

@@ -97,6 +97,22 @@ class DeleteKeySet:
     def nbytes(self) -> int:
         return sum(v.nbytes for v in self._groups.values())
 
+    def may_hold(
+        self, original: tuple[int, int], bucket: tuple[int, int], row_id: tuple[int, int]
+    ) -> bool:
+        """Whether a key lies within the given bounds (each a minimum and maximum, inclusive):
+        False means no row whose identity lies within them is deleted.
+
+        :param original: the bounds of ``originalTransaction``.
+        :param bucket: the bounds of ``bucket``.
+        :param row_id: the bounds of ``rowId``.
+        """
+        for (key_original, key_bucket), view in self._views.items():
+            if original[0] <= key_original <= original[1] and bucket[0] <= key_bucket <= bucket[1]:
+                if bisect.bisect_left(view, row_id[0]) < bisect.bisect_right(view, row_id[1]):
+                    return True
+        return False
+
     def match(self, original: pa.Array, bucket: pa.Array, row_id: pa.Array) -> pa.Array | None:
         """A mask of the rows whose key is deleted; None when no row can be."""
         if not self._groups or len(row_id) == 0:

@@ -25,6 +25,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from ..acid.protobuf_fields import ProtobufError, message_fields
 from ..acid.ranged_reads import ReadOnlyFile
 from ..acid.storage import naming
 
@@ -56,46 +57,14 @@ class FileTail:
         return self.size >= 8 and self.data[-4:] == _PARQUET_MAGIC
 
 
-def _varint(buffer: bytes, position: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if position >= len(buffer):
-            raise FooterError("truncated varint")
-        byte = buffer[position]
-        position += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, position
-        shift += 7
-        if shift > 63:
-            raise FooterError("varint too long")
-
-
 def _orc_postscript_lengths(postscript: bytes) -> tuple[int, int]:
     """(footerLength, metadataLength) of an ORC PostScript message (fields 1 and 5)."""
-    footer = metadata = 0
-    position = 0
-    while position < len(postscript):
-        key, position = _varint(postscript, position)
-        field, wire = key >> 3, key & 7
-        if wire == 0:
-            value, position = _varint(postscript, position)
-            if field == 1:
-                footer = value
-            elif field == 5:
-                metadata = value
-        elif wire == 2:
-            length, position = _varint(postscript, position)
-            position += length
-        elif wire == 5:
-            position += 4
-        elif wire == 1:
-            position += 8
-        else:
-            raise FooterError(f"unexpected protobuf wire type {wire} in the ORC postscript")
-    if position != len(postscript):
-        raise FooterError("the ORC postscript is truncated")
-    return footer, metadata
+    try:
+        fields = message_fields(postscript)
+    except ProtobufError as exc:
+        raise FooterError(f"the ORC postscript: {exc}") from None
+    lengths = {number: value for number, value in fields if isinstance(value, int)}
+    return lengths.get(1, 0), lengths.get(5, 0)
 
 
 def footer_span(tail: bytes, size: int) -> int:

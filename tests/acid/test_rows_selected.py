@@ -144,3 +144,45 @@ def test_a_few_picked_rows_of_a_big_stripe_are_read_by_seeking_as_the_stripe_rea
     assert ("row",) not in stripe_reads
     assert pa.Table.from_batches(picked).equals(expected)
     assert expected.num_rows == count and expected["c"][0].as_py() == "ab  "  # char(4): padded
+
+
+def test_stripes_the_filter_rejects_by_their_statistics_are_not_read(tmp_path, stripe_reads):
+    table = AcidTableWriter(str(tmp_path / "t"), [("id", "bigint")], stripe_rows=10)
+    table.insert([{"id": i} for i in range(40)])
+    seen = []
+
+    def may_pick(data_file):
+        def test(stripe):
+            seen.append((stripe.rows, stripe.row_id, stripe.operation))
+            return stripe.row_id[0] <= 22 <= stripe.row_id[1]
+
+        return test
+
+    reader = _reader(tmp_path / "t")
+    batches = list(reader.data_batches(select=_row_ids(22, 22), may_pick=may_pick))
+    assert [v for b in batches for v in b.columns[0].to_pylist()] == [22]
+    assert seen == [(10, (0, 9), (0, 0)), (10, (10, 19), (0, 0)), (10, (20, 29), (0, 0)),
+                    (10, (30, 39), (0, 0))]  # fmt: skip
+    identity = ("operation", "originalTransaction", "bucket", "rowId", "currentTransaction")
+    assert stripe_reads == {identity: 1, ("row",): 1}  # the third stripe only
+    assert (reader.stripes_skipped, reader.rows_in_files) == (3, 40)
+
+
+def test_a_file_the_filter_does_not_test_reads_every_stripe(tmp_path, stripe_reads):
+    table = AcidTableWriter(str(tmp_path / "t"), [("id", "bigint")], stripe_rows=10)
+    table.insert([{"id": i} for i in range(40)])
+    reader = _reader(tmp_path / "t")
+    batches = list(reader.data_batches(select=_row_ids(5, 35), may_pick=lambda data_file: None))
+    assert [v for b in batches for v in b.columns[0].to_pylist()] == list(range(5, 36))
+    assert reader.stripes_skipped == 0 and sum(stripe_reads.values()) == 8
+
+
+def test_without_stripe_statistics_every_stripe_is_read(tmp_path, stripe_reads, monkeypatch):
+    table = AcidTableWriter(str(tmp_path / "t"), [("id", "bigint")], stripe_rows=10)
+    table.insert([{"id": i} for i in range(40)])
+    # a codec the tail reader does not read (say): no statistics, every stripe read
+    monkeypatch.setattr(data_file_open, "read_stripe_statistics", lambda handle, orc: None)
+    reader = _reader(tmp_path / "t")
+    never = list(reader.data_batches(select=_row_ids(22, 22), may_pick=lambda f: lambda s: False))
+    assert [v for b in never for v in b.columns[0].to_pylist()] == [22]
+    assert reader.stripes_skipped == 0

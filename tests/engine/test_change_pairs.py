@@ -6,6 +6,7 @@ Delta table the feed is delivered to."""
 from __future__ import annotations
 
 import collections
+import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,6 +15,7 @@ import pytest
 from deltalake import DeltaTable
 from fsspec.implementations.local import LocalFileSystem
 
+from airflow_provider_acid.engine import change_pairs
 from airflow_provider_acid.engine.change_pairs import pair_across_slices
 from airflow_provider_acid.engine.change_runs import (
     commit_feed,
@@ -125,3 +127,43 @@ def test_delta_delivery_shows_the_move_as_an_update(made, tmp_path):
     assert collections.Counter((r["id"], r["v"], r["p"]) for r in final) == collections.Counter(
         (r["id"], r["v"], r["p"]) for r in t.expected_rows().to_pylist()
     )
+
+
+def test_slices_whose_footers_show_nothing_to_pair_are_not_read(tmp_path, monkeypatch):
+    t = AcidTableWriter(
+        str(tmp_path / "t"), [("id", "bigint"), ("v", "string")],
+        partition_columns=[("p", "string")], buckets=2, bucket_by="id",
+    )  # fmt: skip
+    t.insert([{"id": i, "v": f"a{i}"} for i in range(10)], partition="a")  # write 1
+    t.insert([{"id": i, "v": f"b{i}"} for i in range(10, 20)], partition="b")  # write 2
+    t.delete(lambda r: r["id"] in (3, 4), partition="a")  # write 3
+    t.insert([{"id": 3, "v": "again"}], partition="b")  # write 4: another write, no pair
+    reads = []
+    real = change_pairs._read
+    monkeypatch.setattr(change_pairs, "_read", lambda *a: reads.append(a[2].path) or real(*a))
+    feed = compute_changes(
+        t.root, str(tmp_path / "f"), from_write_id=2, write_ids=t.valid_write_ids(), key=("id",)
+    )
+    assert feed.to_dict()["counts"] == {
+        "insert": 1, "delete": 2, "update_preimage": 0, "update_postimage": 0,
+    }  # fmt: skip
+    assert reads == []  # the footers say: write 3 deletes (in 2 buckets), write 4 inserts
+    footers = [pq.read_metadata(p).metadata[change_pairs.CHANGE_WRITES_KEY] for p in
+               feed.result.file_paths()]  # fmt: skip
+    assert sorted(json.loads(f)["delete"] + json.loads(f)["insert"] for f in footers) == [
+        [3],
+        [3],
+        [4],
+    ]
+    # the same write deleting in one slice and inserting in another: read and paired
+    t.delete(lambda r: r["id"] == 12, partition="b")  # write 5 ...
+    with t.begin() as w:  # write 6: 13 moves from b to a
+        w.delete(lambda r: r["id"] == 13, partition="b")
+        w.insert([{"id": 13, "v": "moved"}], partition="a")
+    moved = compute_changes(
+        t.root, str(tmp_path / "g"), from_write_id=4, write_ids=t.valid_write_ids(), key=("id",)
+    )
+    assert reads != []
+    assert moved.to_dict()["counts"] == {
+        "insert": 0, "delete": 1, "update_preimage": 1, "update_postimage": 1,
+    }  # fmt: skip

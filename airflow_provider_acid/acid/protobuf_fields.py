@@ -1,0 +1,65 @@
+"""Just enough of the protobuf wire format to read ORC's tail messages: a message's fields.
+
+ORC's postscript, footer and metadata are protobuf messages; the few fields read from them
+(lengths, stripe row counts, integer statistics) do not need a protobuf library.
+"""
+
+from __future__ import annotations
+
+
+class ProtobufError(ValueError):
+    """A message that is not well-formed protobuf (truncated, or of an unknown wire type)."""
+
+
+def varint(data: bytes, at: int) -> tuple[int, int]:
+    """The varint at ``data[at]`` and the position after it.
+
+    :param data: the message's bytes.
+    :param at: where the varint starts.
+    """
+    value = shift = 0
+    while True:
+        if at >= len(data):
+            raise ProtobufError("truncated varint")
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, at
+        shift += 7
+        if shift > 63:
+            raise ProtobufError("varint too long")
+
+
+def message_fields(data: bytes) -> list[tuple[int, int | bytes]]:
+    """A message's ``(field number, value)`` in order: varints as ints, length-delimited
+    fields as bytes; fixed-width fields are skipped.
+
+    :param data: the message's bytes.
+    """
+    fields: list[tuple[int, int | bytes]] = []
+    at = 0
+    while at < len(data):
+        key, at = varint(data, at)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, at = varint(data, at)
+            fields.append((number, value))
+        elif wire == 2:
+            size, at = varint(data, at)
+            if at + size > len(data):
+                raise ProtobufError("truncated field")
+            fields.append((number, data[at : at + size]))
+            at += size
+        elif wire == 1:
+            at += 8
+        elif wire == 5:
+            at += 4
+        else:
+            raise ProtobufError(f"unexpected protobuf wire type {wire}")
+    if at != len(data):
+        raise ProtobufError("truncated message")
+    return fields
+
+
+__all__ = ["ProtobufError", "message_fields", "varint"]
