@@ -31,20 +31,11 @@ from airflow.sdk import BaseOperator
 
 from ..hooks.acid import AcidHook
 from ..hooks.metastore import AcidMetastoreHook
+from .task_arguments import whole_number_or_none
 
 
 def _blank(value: Any) -> Any:
     return None if value is None or (isinstance(value, str) and not value.strip()) else value
-
-
-def _int_or_none(value: Any, name: str) -> int | None:
-    value = _blank(value)
-    if value is None:
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a whole number, got {value!r}") from None
 
 
 class AcidPlanChangesOperator(BaseOperator):
@@ -107,7 +98,7 @@ class AcidPlanChangesOperator(BaseOperator):
 
         if feed_watermark(out, storage_options=hook.storage_options) is not None:
             return None  # the feed's own watermark
-        start = _int_or_none(self.from_write_id, "from_write_id")
+        start = whole_number_or_none(self.from_write_id, "from_write_id")
         if start is None and _blank(self.start_snapshot_uri):
             snapshot = latest_snapshot(
                 hook.resolve_uri(self.start_snapshot_uri), storage_options=hook.storage_options
@@ -147,7 +138,7 @@ class AcidPlanChangesOperator(BaseOperator):
             source,
             out,
             from_write_id=self._start(hook, out),
-            to_write_id=_int_or_none(self.to_write_id, "to_write_id"),
+            to_write_id=whole_number_or_none(self.to_write_id, "to_write_id"),
             key=[k.strip() for k in key if k.strip()],
             net=bool(self.net),
             identity_snapshot=hook.resolve_uri(identity) if identity else None,

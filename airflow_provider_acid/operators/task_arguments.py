@@ -42,6 +42,22 @@ def none_if_blank(value: Any) -> Any:
     return None if isinstance(value, str) and not value.strip() else value
 
 
+def whole_number_or_none(value: Any, name: str) -> int | None:
+    """A templated whole number: None for None or a blank text, else ``int(value)``; a
+    :class:`ValueError` naming the argument when it is not one.
+
+    :param value: the argument.
+    :param name: the argument's name, for the error.
+    """
+    value = none_if_blank(value)
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a whole number, got {value!r}") from None
+
+
 def table_arguments(
     table_uri: str | None, table: str | None, metastore_conn_id: str | None
 ) -> tuple[str | None, str | None, str | None]:

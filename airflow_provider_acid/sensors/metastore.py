@@ -17,6 +17,7 @@ from ..metastore.client import MetastoreClient
 from ..metastore.notifications import TableLogReader, current_event_id
 from ..operators import lineage
 from ..operators.lineage import OpenLineageMixin
+from ..operators.task_arguments import whole_number_or_none
 from ..triggers.metastore import WAIT_ON, AcidMetastoreWriteTrigger
 
 
@@ -106,7 +107,7 @@ class AcidMetastoreWriteSensor(OpenLineageMixin, BaseSensorOperator):
         self._log: TableLogReader | None = None  # poke mode: the log read so far
 
     def _since(self) -> SnapshotWatermark:
-        above = _whole(self.above_write_id, "above_write_id")
+        above = whole_number_or_none(self.above_write_id, "above_write_id")
         if above is not None:
             return SnapshotWatermark(above)
         if self.snapshot_uri:
@@ -128,7 +129,7 @@ class AcidMetastoreWriteSensor(OpenLineageMixin, BaseSensorOperator):
         """The log's cursor: ``after_event_id``, else the newest event id (the log must be on)."""
         with MetastoreClient(hook.address) as client:
             newest = current_event_id(client)
-        given = _whole(self.after_event_id, "after_event_id")
+        given = whole_number_or_none(self.after_event_id, "after_event_id")
         return newest if given is None else given
 
     def _result(
@@ -213,13 +214,3 @@ class AcidMetastoreWriteSensor(OpenLineageMixin, BaseSensorOperator):
             message = (event or {}).get("message", "the trigger sent no event")
             raise AirflowException(f"AcidMetastoreWriteSensor on {self.table}: {message}")
         return self._result(event["metastore"], event, waited_in="triggerer")
-
-
-def _whole(value: int | str | None, name: str) -> int | None:
-    """A templated whole number (None or blank: none)."""
-    if value in (None, ""):
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a whole number, got {value!r}") from None
