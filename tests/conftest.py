@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -11,8 +13,11 @@ from pathlib import Path
 
 import pytest
 
-# Airflow reads its home at import time: every test session gets a throwaway one.
-os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="acid-airflow-home-"))
+# Airflow reads its home at import time: every test session gets a throwaway one, removed
+# when the session's process ends (a home given by the environment is left alone).
+if "AIRFLOW_HOME" not in os.environ:
+    os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="acid-airflow-home-")
+    atexit.register(shutil.rmtree, os.environ["AIRFLOW_HOME"], ignore_errors=True)
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault(
     "AIRFLOW__CORE__DAGS_FOLDER", str(Path(__file__).resolve().parents[1] / "dags")
