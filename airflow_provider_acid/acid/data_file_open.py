@@ -193,20 +193,22 @@ class OpenFile:
         except FORMAT_ERRORS as exc:
             raise AcidFormatError(f"{self.path}: unreadable data ({exc})") from None
 
-    def rows_of(self, column: str, first: int, count: int, timestamp_unit: str = "us") -> pa.Array:
-        """Rows ``first`` to ``first + count - 1`` (of the whole file) of one top-level column
-        of an ORC file, by seeking (:func:`.orc_timestamps.read_rows`: for a few rows only);
-        timestamps in ``timestamp_unit``.
+    def rows_of(
+        self, columns: Sequence[str], first: int, count: int, timestamp_unit: str = "us"
+    ) -> list[pa.Array]:
+        """Rows ``first`` to ``first + count - 1`` (of the whole file) of top-level ``columns``
+        (in the file's order) of an ORC file, by seeking (:func:`.orc_timestamps.read_rows`:
+        for a short span of a big stripe); timestamps in ``timestamp_unit``.
 
-        :param column: the top-level column.
+        :param columns: the top-level columns.
         :param first: the first row's number in the file.
         :param count: how many rows.
         :param timestamp_unit: the unit of the timestamps read.
         """
         try:
             return read_rows(
-                self._reopen, self.schema.field(column), first, count, timestamp_unit,
-                self.trino_written,
+                self._reopen, [self.schema.field(c) for c in columns], first, count,
+                timestamp_unit, self.trino_written,
             )  # fmt: skip
         except FORMAT_ERRORS as exc:
             raise AcidFormatError(f"{self.path}: unreadable data ({exc})") from None

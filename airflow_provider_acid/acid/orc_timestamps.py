@@ -34,6 +34,7 @@ refuses it. Dates need nothing of this: ORC's days fit Arrow's ``date32`` over t
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from decimal import Decimal
 from typing import IO, Any
 
 import pyarrow as pa
@@ -176,6 +177,8 @@ def _python_value(value: Any, arrow_type: pa.DataType) -> Any:
         ]
     if pa.types.is_list(arrow_type):
         return [_python_value(v, arrow_type.value_type) for v in value]
+    if pa.types.is_decimal(arrow_type) and isinstance(value, str):
+        return Decimal(value)
     return value
 
 
@@ -193,34 +196,98 @@ def _exact_column(
     )
 
 
+class _DecimalText:
+    """pyorc's decimals kept as the text it makes of them: a column of them becomes an Arrow
+    decimal by one cast (:func:`_arrow_values`), not by a Python ``Decimal`` a value."""
+
+    from_orc = staticmethod(str)
+
+    @staticmethod
+    def to_orc(*args: Any) -> Any:  # read only
+        raise NotImplementedError
+
+
+def _arrow_values(values: list[Any], arrow_type: pa.DataType) -> pa.Array:
+    """One column of the rows pyorc read (structs as tuples, decimals as text, timestamps as
+    integers of the unit) as an Arrow array of ``arrow_type``: column by column, each child
+    of a struct or list built from one Python list (no Python value made per row beyond
+    pyorc's own)."""
+    if pa.types.is_struct(arrow_type):
+        fields = [arrow_type.field(i) for i in range(arrow_type.num_fields)]
+        mask = None
+        if None in values:
+            mask = pa.array([v is None for v in values], pa.bool_())
+            filler = (None,) * len(fields)
+            values = [filler if v is None else v for v in values]
+        columns = list(zip(*values, strict=True)) if values else [()] * len(fields)
+        children = [_arrow_values(list(c), f.type) for c, f in zip(columns, fields, strict=True)]
+        return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
+    if pa.types.is_list(arrow_type):
+        offsets, flat = [0], []
+        for value in values:
+            if value is not None:
+                flat.extend(value)
+            offsets.append(len(flat))
+        mask = pa.array([v is None for v in values], pa.bool_()) if None in values else None
+        child = _arrow_values(flat, arrow_type.value_type)
+        return pa.ListArray.from_arrays(
+            pa.array(offsets, pa.int32()), child, type=arrow_type, mask=mask
+        )
+    if pa.types.is_decimal(arrow_type):
+        return pc.cast(pa.array(values, pa.string()), arrow_type)
+    if pa.types.is_map(arrow_type) or _has_decimal(arrow_type):
+        return pa.array([_python_value(v, arrow_type) for v in values], type=arrow_type)
+    return pa.array(values, type=arrow_type)
+
+
+def _has_decimal(arrow_type: pa.DataType) -> bool:
+    if pa.types.is_decimal(arrow_type):
+        return True
+    return any(_has_decimal(arrow_type.field(i).type) for i in range(arrow_type.num_fields))
+
+
 def read_rows(
     open_file: Callable[[], IO[bytes]],
-    column: pa.Field,
+    columns: Sequence[pa.Field],
     first: int,
     count: int,
     unit: str,
     trino_written: bool = False,
-) -> pa.Array:
-    """Rows ``first`` to ``first + count - 1`` (of the whole file) of one top-level column, read
-    by pyorc, which seeks by the ORC row index: the row groups before ``first`` are skipped,
-    not decoded. Timestamps come exact in ``unit`` (as :func:`read_stripe` gives those it
-    cannot read in ``ns``); each row becomes a Python value, so this pays over a stripe read
-    only for a few rows.
+) -> list[pa.Array]:
+    """Rows ``first`` to ``first + count - 1`` (of the whole file) of top-level ``columns`` (in
+    the file's order), read by pyorc, which seeks by the ORC row index: the row groups before
+    ``first`` are skipped, not decoded. Timestamps come exact in ``unit`` (as
+    :func:`read_stripe` gives those it cannot read in ``ns``). Each value becomes a Python
+    value on its way to Arrow (about 2 us a row of five columns, and a few ms a column to
+    start: what is read is the compression blocks holding the rows), so this pays over a
+    stripe read for a short span of a big stripe only.
 
     :param open_file: opens the file as a Python file object.
-    :param column: the top-level column, as pyarrow's schema of the file has it.
+    :param columns: the top-level columns, as pyarrow's schema of the file has them.
     :param first: the first row's number in the file.
     :param count: how many rows.
     :param unit: the unit of the timestamps read.
     :param trino_written: whether Trino wrote the file (see the module docstring).
     """
-
-    def rows(reader: pyorc.Reader) -> Any:
+    names = [c.name for c in columns]
+    timed = [c.name for c in columns if _has_timestamp(c.type)]
+    converter = _converter(unit, ", ".join(timed or names), trino_written)
+    converters = {
+        pyorc.TypeKind.TIMESTAMP: converter,
+        pyorc.TypeKind.TIMESTAMP_INSTANT: converter,
+        pyorc.TypeKind.DECIMAL: _DecimalText,
+    }
+    with open_file() as handle:
+        reader = pyorc.Reader(handle, column_names=names, converters=converters)
         reader.seek(first)
-        return reader.read(count)
-
-    target = _with_unit(column.type, unit)
-    return _pyorc_column(open_file, (column.name,), target, unit, trino_written, rows)
+        rows = reader.read(count)
+    if len(rows) != count:
+        raise ValueError(f"read {len(rows)} rows from row {first}, not {count}")
+    targets = [_with_unit(c.type, unit) for c in columns]
+    if not rows:
+        return [pa.array([], t) for t in targets]
+    read = zip(*rows, strict=True)
+    return [_arrow_values(list(v), t) for v, t in zip(read, targets, strict=True)]
 
 
 def _pyorc_column(

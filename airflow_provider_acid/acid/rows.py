@@ -82,9 +82,12 @@ __all__ = [
 ]
 
 _POSITIONAL = re.compile(r"^_col(\d+)$")
-#: Picked rows spanning less than this part of a stripe are read by seeking, a Python value a
-#: row (40 to 130 times a stripe read's cost a row, measured), not by decoding the whole stripe.
-_SEEK_FRACTION = 1 / 128
+#: Picked rows spanning less than this part of a stripe of at least :data:`_SEEK_MIN_ROWS`
+#: rows are read by seeking (:meth:`.OpenFile.rows_of`: a Python value a row, 3 to 6 times a
+#: stripe read's cost a row, measured, and a few ms a column to start), not by decoding the
+#: whole stripe.
+_SEEK_FRACTION = 1 / 8
+_SEEK_MIN_ROWS = 10_000
 _INSERT = 0
 _DELETE = 2
 
@@ -232,6 +235,41 @@ def _selected(batches: Iterator[RowBatch], select: RowSelector | None) -> Iterat
         if mask is not None and pc.any(mask).as_py():
             yield batch.filter(mask)
     return produced
+
+
+def _narrowed(low: int, high: int, may_hold: Callable[[int, int], bool]) -> tuple[int, int]:
+    """The lowest and highest values ``v`` in ``low..high`` (``may_hold(low, high)`` being
+    true) with ``may_hold(low, v)`` and ``may_hold(v, high)`` true, by bisection: what a
+    test of bounds that holds for any bounds around a value it holds for can narrow."""
+    a, b = low, high
+    while a < b:
+        middle = (a + b) // 2
+        if may_hold(low, middle):
+            b = middle
+        else:
+            a = middle + 1
+    first = a
+    a, b = first, high
+    while a < b:
+        middle = (a + b + 1) // 2
+        if may_hold(middle, high):
+            a = middle
+        else:
+            b = middle - 1
+    return first, a
+
+
+def _sliced(batch: RowBatch, start: int, length: int) -> RowBatch:
+    """Rows ``start`` to ``start + length - 1`` of a batch without columns."""
+    return RowBatch(
+        batch.data_file,
+        batch.original_transaction.slice(start, length),
+        batch.bucket.slice(start, length),
+        batch.row_id.slice(start, length),
+        batch.current_transaction.slice(start, length),
+        [],
+        None if batch.visible is None else batch.visible.slice(start, length),
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -393,9 +431,10 @@ class SliceReader:
         self, opened: OpenFile, select: RowSelector, may_pick: StripeFilter | None
     ) -> Iterator[RowBatch]:
         """An ORC ACID file's rows that ``select`` picks: each stripe's identity columns
-        first (unless ``may_pick`` rejects the stripe by its statistics); its ``row`` column
-        only when some of its rows are picked, and then only the rows from the first picked
-        to the last when they are few (:meth:`_picked_values`)."""
+        first (unless ``may_pick`` rejects the stripe by its statistics, or they show the
+        rows numbered in order, :meth:`_numbered_span`); its ``row`` column only when some of
+        its rows are picked, and then only the rows from the first picked to the last when
+        they are few (:meth:`_picked_values`)."""
         column_map, check_validity = self._acid_file(opened)
         names = opened.acid_names
         assert names is not None
@@ -404,15 +443,17 @@ class SliceReader:
         produced = 0
         for index in range(opened.nstripes):
             bounds = known[index] if known is not None else None
-            if (
-                test is not None
-                and bounds is not None
-                and bounds.operation == (_INSERT, _INSERT)
-                and not test(bounds)
-            ):
-                self.stripes_skipped += 1
-                produced += bounds.rows
-                continue
+            if test is not None and bounds is not None and bounds.operation == (_INSERT, _INSERT):
+                if not test(bounds):
+                    self.stripes_skipped += 1
+                    produced += bounds.rows
+                    continue
+                done = yield from self._numbered_span(
+                    opened, produced, bounds, test, select, column_map, check_validity
+                )
+                if done:
+                    produced += bounds.rows
+                    continue
             keys = opened.stripe(index, list(names[:5]), self.timestamp_unit)
             picks = []  # (identity of a batch, the positions in the stripe of its picked rows)
             for start in range(0, keys.num_rows, self.batch_rows):
@@ -432,6 +473,81 @@ class SliceReader:
             produced += keys.num_rows
         return produced
 
+    def _numbered_span(
+        self,
+        opened: OpenFile,
+        first_row: int,
+        bounds: StripeIdentity,
+        test: Callable[[StripeIdentity], bool],
+        select: RowSelector,
+        column_map: _ColumnMap,
+        check_validity: bool,
+    ) -> Iterator[RowBatch]:
+        """The picked rows of a stripe (whose first row is the file's ``first_row``) read
+        without its identity columns, when its statistics show one ``originalTransaction``,
+        one ``bucket``, one write and as many rowIds from the lowest to the highest as rows
+        (Hive numbers a write's rows of a bucket 0, 1, 2, ...: row i then carries rowId
+        lowest + i, identities being unique). The rowIds ``test`` may pick are narrowed by
+        bisecting its bounds; when they span few rows (:meth:`_seeks`), those rows are read by
+        seeking, their rowIds with them, which must be lowest + i. Returns False, having read
+        nothing or yielded nothing, when any of that does not hold (the stripe is then read as
+        any other)."""
+        original, bucket, row_id, current = (
+            bounds.original_transaction, bounds.bucket, bounds.row_id, bounds.current_transaction
+        )  # fmt: skip
+        lowest, highest = row_id
+        numbered = highest - lowest + 1 == bounds.rows
+        if not numbered or any(low != high for low, high in (original, bucket, current)):
+            return False
+        if bounds.rows < _SEEK_MIN_ROWS:
+            return False  # decoded faster than sought
+
+        def may_hold(low: int, high: int) -> bool:
+            return test(replace(bounds, row_id=(low, high)))
+
+        first, last = _narrowed(lowest, highest, may_hold)
+        span = last - first + 1
+        if not self._seeks(span, bounds.rows):
+            return False
+        assert opened.acid_names is not None
+        columns = [opened.acid_names[3], opened.acid_names[5]]
+        try:
+            row_ids, values = opened.rows_of(
+                columns, first_row + first - lowest, span, self.timestamp_unit
+            )
+        except AcidFormatError:
+            return False  # what pyorc cannot read, pyarrow's stripe read may: the reference
+        expected = pc.add(self._positions(span), pa.scalar(first, pa.int64()))
+        if row_ids.null_count or not pc.cast(row_ids, pa.int64()).equals(expected):
+            return False
+        visible = None
+        if check_validity:
+            shown = visible_writes(pa.array([current[0]], pa.int64()), self.write_ids)
+            visible = None if shown[0].as_py() else pa.repeat(pa.scalar(False), span)
+        identity = RowBatch(
+            opened.data_file,
+            pa.repeat(pa.scalar(original[0], pa.int64()), span),
+            pa.repeat(pa.scalar(bucket[0], pa.int32()), span),
+            expected,
+            pa.repeat(pa.scalar(current[0], pa.int64()), span),
+            [],
+            visible,
+        )
+        mask = select(identity)
+        if mask is None or not pc.any(mask).as_py():
+            return True
+        picked, rows = identity.filter(mask), pc.filter(values, mask)
+        for start in range(0, picked.num_rows, self.batch_rows):
+            part = rows.slice(start, self.batch_rows)
+            columns_read = self._row_columns(opened, part, len(part), column_map)
+            yield replace(_sliced(picked, start, self.batch_rows), columns=columns_read)
+        return True
+
+    @staticmethod
+    def _seeks(span: int, stripe_rows: int) -> bool:
+        """Whether ``span`` rows of a stripe are read by seeking rather than by decoding it."""
+        return stripe_rows >= _SEEK_MIN_ROWS and span < stripe_rows * _SEEK_FRACTION
+
     def _picked_values(
         self,
         opened: OpenFile,
@@ -442,15 +558,17 @@ class SliceReader:
     ) -> tuple[pa.Array, int]:
         """The ``row`` column of stripe ``index`` (whose first row is the file's
         ``first_row``) covering the picked rows, and the stripe position of its first value:
-        the whole stripe, or, when the rows from the first picked to the last are under
-        :data:`_SEEK_FRACTION` of it, only those (by seeking, a Python value a row)."""
+        the whole stripe, or, when the rows from the first picked to the last are few
+        (:meth:`_seeks`), only those (by seeking)."""
         assert opened.acid_names is not None
         row = opened.acid_names[5]
         low = min(positions[0].as_py() for _, positions in picks)
         high = max(positions[-1].as_py() for _, positions in picks)
-        if high - low + 1 < stripe_rows * _SEEK_FRACTION:
+        if self._seeks(high - low + 1, stripe_rows):
             try:
-                span = opened.rows_of(row, first_row + low, high - low + 1, self.timestamp_unit)
+                (span,) = opened.rows_of(
+                    [row], first_row + low, high - low + 1, self.timestamp_unit
+                )
             except AcidFormatError:
                 pass  # what pyorc cannot read, pyarrow's stripe read may: it is the reference
             else:

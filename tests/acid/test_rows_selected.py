@@ -10,11 +10,14 @@ from pathlib import Path
 import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.orc as pa_orc
 import pytest
 
 from airflow_provider_acid.acid import data_file_open
 from airflow_provider_acid.acid.resolution import resolve_read_view
 from airflow_provider_acid.acid.rows import RowBatch, SliceReader, table_columns
+from airflow_provider_acid.testing.orc_types import struct_type
+from airflow_provider_acid.testing.orc_writer import write_acid_file
 from airflow_provider_acid.testing.table_writer import AcidTableWriter
 
 LOCAL = fsspec.filesystem("file")
@@ -112,38 +115,109 @@ def _typed_row(i: int) -> dict:
     }  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    ("stripe_rows", "low", "count"),
-    [(100_000, 2010, 20), (1000, 2500, 5)],  # one stripe of 3,000 rows; the third of three
-)
-def test_a_few_picked_rows_of_a_big_stripe_are_read_by_seeking_as_the_stripe_read_gives_them(
-    tmp_path, stripe_reads, monkeypatch, stripe_rows, low, count
-):
-    table = AcidTableWriter(str(tmp_path / "t"), TYPES, stripe_rows=stripe_rows)
-    table.insert([_typed_row(i) for i in range(3000)])
-    seeks = []
+@pytest.fixture
+def seeks(monkeypatch: pytest.MonkeyPatch) -> list:
+    """The reads by seeking: columns, first row, row count."""
+    found: list = []
     real = data_file_open.OpenFile.rows_of
 
-    def counted(self, column, first, count, timestamp_unit="us"):
-        seeks.append((column, first, count))
-        return real(self, column, first, count, timestamp_unit)
+    def counted(self, columns, first, count, timestamp_unit="us"):
+        found.append((tuple(columns), first, count))
+        return real(self, columns, first, count, timestamp_unit)
 
     monkeypatch.setattr(data_file_open.OpenFile, "rows_of", counted)
-    names = [name for name, _ in TYPES]
-    everything = [
-        pa.RecordBatch.from_arrays([*b.columns, b.row_id], names=[*names, "rowId"])
-        for b in _reader(tmp_path / "t").data_batches()
-    ]
-    expected = pa.Table.from_batches(everything).slice(low, count)  # rowIds from low
+    return found
+
+
+def _typed_table(root: Path, stripe_rows: int, rows: int = 30_000) -> list[str]:
+    table = AcidTableWriter(str(root), TYPES, stripe_rows=stripe_rows)
+    table.insert([_typed_row(i) for i in range(rows)])
+    return [name for name, _ in TYPES]
+
+
+def _everything(root: Path, names: list[str]) -> pa.Table:
+    return pa.Table.from_batches(
+        [
+            pa.RecordBatch.from_arrays([*b.columns, b.row_id], names=[*names, "rowId"])
+            for b in _reader(root).data_batches()
+        ]
+    )
+
+
+def _row_id_bounds(low: int, high: int):
+    """A stripe test of the rowId bounds alone (as a delete key set's ``may_hold``)."""
+
+    def may_pick(data_file):
+        return lambda stripe: stripe.row_id[0] <= high and low <= stripe.row_id[1]
+
+    return may_pick
+
+
+IDENTITY = ("operation", "originalTransaction", "bucket", "rowId", "currentTransaction")
+
+
+@pytest.mark.parametrize(
+    ("stripe_rows", "low", "count"),
+    [(100_000, 20_010, 20), (10_000, 25_001, 5)],  # one stripe of 30,000 rows; the third of 3
+)
+def test_a_few_picked_rows_of_a_big_stripe_are_read_by_seeking_as_the_stripe_read_gives_them(
+    tmp_path, stripe_reads, seeks, stripe_rows, low, count
+):
+    names = _typed_table(tmp_path / "t", stripe_rows)
+    expected = _everything(tmp_path / "t", names).slice(low, count)  # rowIds from low
     stripe_reads.clear()
     picked = [
         pa.RecordBatch.from_arrays([*b.columns, b.row_id], names=[*names, "rowId"])
         for b in _reader(tmp_path / "t").data_batches(select=_row_ids(low, low + count - 1))
     ]
-    assert seeks == [("row", low, count)]  # under 1/128 of the stripe's rows
+    assert seeks == [(("row",), low, count)]  # under 1/8 of the stripe's rows
     assert ("row",) not in stripe_reads
     assert pa.Table.from_batches(picked).equals(expected)
     assert expected.num_rows == count and expected["c"][0].as_py() == "ab  "  # char(4): padded
+
+
+def test_picked_rows_of_a_stripe_numbered_in_order_are_read_without_its_identity(
+    tmp_path, stripe_reads, seeks
+):
+    names = _typed_table(tmp_path / "t", 100_000)
+    expected = _everything(tmp_path / "t", names).slice(12_000, 1500)
+    stripe_reads.clear()
+    reader = _reader(tmp_path / "t")
+    picked = [
+        pa.RecordBatch.from_arrays([*b.columns, b.row_id], names=[*names, "rowId"])
+        for b in reader.data_batches(
+            select=_row_ids(12_000, 13_499), may_pick=_row_id_bounds(12_000, 13_499)
+        )
+    ]
+    # the stripe's statistics: one write, rowIds 0..29999; the rows read with their rowIds
+    assert seeks == [(("rowId", "row"), 12_000, 1500)]
+    assert stripe_reads == {}  # neither the identity columns nor the values decoded
+    assert pa.Table.from_batches(picked).equals(expected)
+    assert reader.rows_in_files == 30_000
+
+
+def test_rows_numbered_out_of_order_are_found_by_their_identity(tmp_path, stripe_reads, seeks):
+    names = _typed_table(tmp_path / "t", 100_000)
+    (path,) = [p for p in (tmp_path / "t").rglob("bucket_*") if p.is_file()]
+    events = pa_orc.read_table(str(path))
+    reversed_ids = pc.subtract(pa.scalar(29_999, pa.int64()), events["rowId"])
+    events = events.set_column(3, "rowId", reversed_ids)  # row i now carries rowId 29999 - i
+    write_acid_file(LOCAL, str(path), events, struct_type(TYPES), sort=False)
+    expected = _everything(tmp_path / "t", names)
+    expected = expected.filter(pc.greater_equal(expected["rowId"], 12_000))
+    expected = expected.filter(pc.less(expected["rowId"], 13_500))
+    stripe_reads.clear()
+    picked = [
+        pa.RecordBatch.from_arrays([*b.columns, b.row_id], names=[*names, "rowId"])
+        for b in _reader(tmp_path / "t").data_batches(
+            select=_row_ids(12_000, 13_499), may_pick=_row_id_bounds(12_000, 13_499)
+        )
+    ]
+    # the span the numbering gave holds other rowIds: read again as any stripe
+    assert seeks == [(("rowId", "row"), 12_000, 1500), (("row",), 16_500, 1500)]
+    assert stripe_reads == {IDENTITY: 1}
+    assert pa.Table.from_batches(picked).equals(expected)
+    assert expected.num_rows == 1500 and expected["rowId"][0].as_py() == 13_499
 
 
 def test_stripes_the_filter_rejects_by_their_statistics_are_not_read(tmp_path, stripe_reads):

@@ -64,3 +64,37 @@ def test_clustered_deletes_read_only_the_base_stripes_holding_them(
     assert stripe_reads["base_0000001"] == 12  # every stripe's identity, 2 stripes' values
     assert unfiltered_counts == counts
     assert unfiltered.equals(rows)
+
+
+def test_clustered_deletes_of_a_big_stripe_read_only_their_rows(tmp_path, monkeypatch):
+    seeks = []
+    real = data_file_open.OpenFile.rows_of
+
+    def counted(self, columns, first, count, timestamp_unit="us"):
+        seeks.append((self.data_file.folder.name, tuple(columns), first, count))
+        return real(self, columns, first, count, timestamp_unit)
+
+    monkeypatch.setattr(data_file_open.OpenFile, "rows_of", counted)
+    table = AcidTableWriter(
+        str(tmp_path / "t"), [("id", "bigint"), ("v", "string"), ("amount", "decimal(9,2)")],
+        stripe_rows=100_000,
+    )  # fmt: skip
+    rows = [{"id": i, "v": f"v{i}", "amount": f"{i}.25"} for i in range(40_000)]
+    table.insert_overwrite(rows)  # write 1: base_1, one stripe
+    table.delete(lambda r: 1000 <= r["id"] < 1200 or r["id"] == 1500)  # write 2
+    table.update(lambda r: r["id"] == 1300, {"v": "changed"})  # write 3
+    feed, counts = _feed(table, tmp_path / "feed")
+    assert counts == {"insert": 0, "delete": 201, "update_preimage": 1, "update_postimage": 1}
+    # the base's rows 1000..1500 with their rowIds, not its identity columns nor the stripe
+    assert seeks == [("base_0000001", ("rowId", "row"), 1000, 501)]
+    deleted = feed.filter(pc.equal(feed["_change_type"], "delete"))
+    assert sorted(deleted["id"].to_pylist()) == [*range(1000, 1200), 1500]
+    assert deleted.filter(pc.equal(deleted["id"], 1500))["amount"].to_pylist() == [
+        pa.scalar(1500.25).cast(pa.decimal128(9, 2)).as_py()
+    ]
+    # the same feed read from whole stripes (no statistics: identity columns, then values)
+    monkeypatch.setattr(data_file_open, "read_stripe_statistics", lambda handle, orc: None)
+    seeks.clear()
+    unfiltered, unfiltered_counts = _feed(table, tmp_path / "feed-unfiltered")
+    assert seeks == [("base_0000001", ("row",), 1000, 501)]  # found by identity, then sought
+    assert (unfiltered_counts, unfiltered.equals(feed)) == (counts, True)
