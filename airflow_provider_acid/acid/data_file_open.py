@@ -225,7 +225,7 @@ class OpenFile:
             found: list[StripeIdentity | None] = [None] * orc.nstripes
             try:
                 with self._reopen() as handle:
-                    stripes = read_stripe_statistics(handle, orc)
+                    stripes = read_stripe_statistics(handle, orc, max(_IDENTITY_COLUMN_IDS) + 1)
                 if stripes is not None:
                     found = [_stripe_identity(s) for s in stripes]
             except FORMAT_ERRORS:

@@ -97,12 +97,16 @@ def _messages(data: bytes, number: int) -> list[bytes]:
     return [v for n, v in message_fields(data) if n == number and isinstance(v, bytes)]
 
 
-def read_stripe_statistics(handle: IO[bytes], orc: pa_orc.ORCFile) -> list[StripeStatistics] | None:
+def read_stripe_statistics(
+    handle: IO[bytes], orc: pa_orc.ORCFile, columns: int | None = None
+) -> list[StripeStatistics] | None:
     """Each stripe's row count and integer column statistics; None when the file's codec or
     sections are not ones this module reads (see the module).
 
     :param handle: the ORC file, open for reading (seekable).
     :param orc: the same file opened by pyarrow (its codec and the lengths of its sections).
+    :param columns: parse the statistics of the first ``columns`` column ids only (the others
+        are left out of each stripe's ``columns``); None parses all.
     """
     codec, stripes = orc.compression, orc.nstripes
     metadata_length, footer_length = orc.stripe_statistics_length, orc.file_footer_length
@@ -120,12 +124,14 @@ def read_stripe_statistics(handle: IO[bytes], orc: pa_orc.ORCFile) -> list[Strip
             next((v for n, v in message_fields(s) if n == 5 and isinstance(v, int)), None)
             for s in _messages(footer, 3)
         ]
-        columns = [tuple(_bounds(c) for c in _messages(s, 1)) for s in _messages(metadata, 1)]
+        found = [
+            tuple(_bounds(c) for c in _messages(s, 1)[:columns]) for s in _messages(metadata, 1)
+        ]
     except (_Unreadable, ProtobufError):
         return None
-    if len(rows) != stripes or len(columns) != stripes or any(r is None for r in rows):
+    if len(rows) != stripes or len(found) != stripes or any(r is None for r in rows):
         return None
-    return [StripeStatistics(int(r or 0), c) for r, c in zip(rows, columns, strict=True)]
+    return [StripeStatistics(int(r or 0), c) for r, c in zip(rows, found, strict=True)]
 
 
 def integer_bounds(

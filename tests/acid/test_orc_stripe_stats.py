@@ -98,3 +98,12 @@ def test_a_damaged_tail_gives_none(tmp_path):
     with open(path, "rb") as handle:
         damaged = read_stripe_statistics(handle, orc)  # the lengths from before
     assert damaged is None
+
+
+def test_the_first_columns_only_are_the_same_as_those_of_a_full_read():
+    for path in HIVE_FILES:
+        full = _read(path)
+        with open(path, "rb") as handle:
+            first = read_stripe_statistics(handle, pa_orc.ORCFile(path), 6)
+        assert full is not None and first is not None, path
+        assert [(s.rows, s.columns[:6]) for s in full] == [(s.rows, s.columns) for s in first]

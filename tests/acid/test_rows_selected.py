@@ -255,7 +255,9 @@ def test_without_stripe_statistics_every_stripe_is_read(tmp_path, stripe_reads, 
     table = AcidTableWriter(str(tmp_path / "t"), [("id", "bigint")], stripe_rows=10)
     table.insert([{"id": i} for i in range(40)])
     # a codec the tail reader does not read (say): no statistics, every stripe read
-    monkeypatch.setattr(data_file_open, "read_stripe_statistics", lambda handle, orc: None)
+    monkeypatch.setattr(
+        data_file_open, "read_stripe_statistics", lambda handle, orc, columns=None: None
+    )
     reader = _reader(tmp_path / "t")
     never = list(reader.data_batches(select=_row_ids(22, 22), may_pick=lambda f: lambda s: False))
     assert [v for b in never for v in b.columns[0].to_pylist()] == [22]

@@ -59,7 +59,9 @@ def test_clustered_deletes_read_only_the_base_stripes_holding_them(
     # the base's 10 stripes: the identity and the values of 2 of them, nothing of the others
     assert stripe_reads["base_0000001"] == 4
     stripe_reads.clear()
-    monkeypatch.setattr(data_file_open, "read_stripe_statistics", lambda handle, orc: None)
+    monkeypatch.setattr(
+        data_file_open, "read_stripe_statistics", lambda handle, orc, columns=None: None
+    )
     unfiltered, unfiltered_counts = _feed(table, tmp_path / "feed-unfiltered")
     assert stripe_reads["base_0000001"] == 12  # every stripe's identity, 2 stripes' values
     assert unfiltered_counts == counts
@@ -93,7 +95,9 @@ def test_clustered_deletes_of_a_big_stripe_read_only_their_rows(tmp_path, monkey
         pa.scalar(1500.25).cast(pa.decimal128(9, 2)).as_py()
     ]
     # the same feed read from whole stripes (no statistics: identity columns, then values)
-    monkeypatch.setattr(data_file_open, "read_stripe_statistics", lambda handle, orc: None)
+    monkeypatch.setattr(
+        data_file_open, "read_stripe_statistics", lambda handle, orc, columns=None: None
+    )
     seeks.clear()
     unfiltered, unfiltered_counts = _feed(table, tmp_path / "feed-unfiltered")
     assert seeks == [("base_0000001", ("row",), 1000, 501)]  # found by identity, then sought
