@@ -83,10 +83,11 @@ __all__ = [
 
 _POSITIONAL = re.compile(r"^_col(\d+)$")
 #: Picked rows spanning less than this part of a stripe of at least :data:`_SEEK_MIN_ROWS`
-#: rows are read by seeking (:meth:`.OpenFile.rows_of`: a Python value a row, 3 to 6 times a
-#: stripe read's cost a row, measured, and a few ms a column to start), not by decoding the
+#: rows are read by seeking (:meth:`.OpenFile.rows_of`: a Python value a value, about 10 times
+#: a stripe read's cost a row, and the compression blocks holding the span; measured: 5,000
+#: rows of a 100,000-row stripe cost about what decoding the stripe does), not by decoding the
 #: whole stripe.
-_SEEK_FRACTION = 1 / 8
+_SEEK_FRACTION = 1 / 16
 _SEEK_MIN_ROWS = 10_000
 _INSERT = 0
 _DELETE = 2

@@ -170,7 +170,7 @@ def test_a_few_picked_rows_of_a_big_stripe_are_read_by_seeking_as_the_stripe_rea
         pa.RecordBatch.from_arrays([*b.columns, b.row_id], names=[*names, "rowId"])
         for b in _reader(tmp_path / "t").data_batches(select=_row_ids(low, low + count - 1))
     ]
-    assert seeks == [(("row",), low, count)]  # under 1/8 of the stripe's rows
+    assert seeks == [(("row",), low, count)]  # under 1/16 of the stripe's rows
     assert ("row",) not in stripe_reads
     assert pa.Table.from_batches(picked).equals(expected)
     assert expected.num_rows == count and expected["c"][0].as_py() == "ab  "  # char(4): padded
