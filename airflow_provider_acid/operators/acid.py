@@ -63,6 +63,7 @@ from .task_arguments import (
     lineage_of_arguments,
     lineage_of_slice,
     log_warnings,
+    mapped_results,
     none_if_blank,
     open_task_source,
     replan_needed,
@@ -442,7 +443,7 @@ class AcidCommitSnapshotOperator(OpenLineageMixin, BaseOperator):
         )
         results = [
             r if isinstance(r, (Mapping, BucketResult)) else json.loads(r)
-            for r in (self.bucket_results or [])
+            for r in mapped_results(self.bucket_results, "bucket_results")
         ]
         try:
             result = commit_snapshot(
