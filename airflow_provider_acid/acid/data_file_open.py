@@ -28,6 +28,7 @@ from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
 from .hive_types import HiveType
+from .orc_prefix import prefix_view
 from .orc_stripe_stats import StripeStatistics, integer_bounds, read_stripe_statistics
 from .orc_timestamps import TRINO_WRITER, read_rows, read_stripe
 from .ranged_reads import open_data_file, open_data_files
@@ -192,6 +193,35 @@ class OpenFile:
             )
         except FORMAT_ERRORS as exc:
             raise AcidFormatError(f"{self.path}: unreadable data ({exc})") from None
+
+    def stripe_prefix(
+        self, index: int, columns: list[str], rows: int, timestamp_unit: str = "us"
+    ) -> pa.RecordBatch | None:
+        """The first ``rows`` rows of stripe ``index`` of an ORC file, decoded by pyarrow
+        without the rest of the stripe (:mod:`.orc_prefix`), as :meth:`stripe` reads them;
+        None when the file's tail is not one that module rewrites.
+
+        :param index: the stripe's number.
+        :param columns: the top-level columns to read.
+        :param rows: how many of the stripe's first rows.
+        :param timestamp_unit: the unit of the timestamps outside the ``ns`` range.
+        """
+        assert self.orc is not None
+        try:
+            opener = prefix_view(self._reopen, self.orc, index, rows)
+            if opener is None:
+                return None
+            with opener() as view:
+                batch = read_stripe(
+                    pa_orc.ORCFile(view), opener, 0, columns, timestamp_unit, self.trino_written
+                )
+        except FORMAT_ERRORS as exc:
+            raise AcidFormatError(f"{self.path}: unreadable data ({exc})") from None
+        if batch.num_rows != rows:
+            raise AcidFormatError(
+                f"{self.path}: stripe {index} gave {batch.num_rows} of {rows} rows"
+            )
+        return batch
 
     def rows_of(
         self, columns: Sequence[str], first: int, count: int, timestamp_unit: str = "us"

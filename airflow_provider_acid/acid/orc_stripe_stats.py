@@ -23,10 +23,10 @@ import pyarrow.orc as pa_orc
 from .protobuf_fields import ProtobufError, message_fields
 
 #: The codecs whose sections are read (pyarrow's names of them).
-_CODECS = ("UNCOMPRESSED", "ZLIB")
+CODECS = ("UNCOMPRESSED", "ZLIB")
 
 
-class _Unreadable(ValueError):
+class Unreadable(ValueError):
     """A section this module does not read (the caller falls back to the stripes)."""
 
 
@@ -55,25 +55,30 @@ def _zigzag(value: int) -> int:
     return (value >> 1) ^ -(value & 1)
 
 
-def _decompressed(data: bytes, codec: str) -> bytes:
-    """A section's bytes: ORC's chunks (3-byte little-endian header, length << 1 | original)."""
+def decompressed(data: bytes, codec: str) -> bytes:
+    """A section's bytes: ORC's chunks (3-byte little-endian header, length << 1 | original);
+    :class:`Unreadable` for a damaged one.
+
+    :param data: the section as stored.
+    :param codec: pyarrow's name of the file's codec (one of :data:`CODECS`).
+    """
     if codec == "UNCOMPRESSED":
         return data
     out, at = [], 0
     while at < len(data):
         if at + 3 > len(data):
-            raise _Unreadable("truncated chunk header")
+            raise Unreadable("truncated chunk header")
         header = data[at] | data[at + 1] << 8 | data[at + 2] << 16
         at += 3
         size, original = header >> 1, header & 1
         chunk = data[at : at + size]
         if len(chunk) != size:
-            raise _Unreadable("truncated chunk")
+            raise Unreadable("truncated chunk")
         at += size
         try:
             out.append(chunk if original else zlib.decompress(chunk, -15))
         except zlib.error as exc:
-            raise _Unreadable(str(exc)) from None
+            raise Unreadable(str(exc)) from None
     return b"".join(out)
 
 
@@ -111,15 +116,15 @@ def read_stripe_statistics(
     codec, stripes = orc.compression, orc.nstripes
     metadata_length, footer_length = orc.stripe_statistics_length, orc.file_footer_length
     start = orc.file_length - 1 - orc.file_postscript_length - footer_length - metadata_length
-    if codec not in _CODECS or metadata_length <= 0 or start < 3:
+    if codec not in CODECS or metadata_length <= 0 or start < 3:
         return None
     handle.seek(start)
     tail = handle.read(metadata_length + footer_length)
     if len(tail) != metadata_length + footer_length:
         return None
     try:
-        metadata = _decompressed(tail[:metadata_length], codec)
-        footer = _decompressed(tail[metadata_length:], codec)
+        metadata = decompressed(tail[:metadata_length], codec)
+        footer = decompressed(tail[metadata_length:], codec)
         rows = [
             next((v for n, v in message_fields(s) if n == 5 and isinstance(v, int)), None)
             for s in _messages(footer, 3)
@@ -127,7 +132,7 @@ def read_stripe_statistics(
         found = [
             tuple(_bounds(c) for c in _messages(s, 1)[:columns]) for s in _messages(metadata, 1)
         ]
-    except (_Unreadable, ProtobufError):
+    except (Unreadable, ProtobufError):
         return None
     if len(rows) != stripes or len(found) != stripes or any(r is None for r in rows):
         return None
@@ -159,4 +164,12 @@ def integer_bounds(
     return found
 
 
-__all__ = ["IntegerBounds", "StripeStatistics", "integer_bounds", "read_stripe_statistics"]
+__all__ = [
+    "CODECS",
+    "IntegerBounds",
+    "StripeStatistics",
+    "Unreadable",
+    "decompressed",
+    "integer_bounds",
+    "read_stripe_statistics",
+]

@@ -62,4 +62,29 @@ def message_fields(data: bytes) -> list[tuple[int, int | bytes]]:
     return fields
 
 
-__all__ = ["ProtobufError", "message_fields", "varint"]
+def _varint_bytes(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        if not value:
+            out.append(byte)
+            return bytes(out)
+        out.append(byte | 0x80)
+
+
+def encoded(fields: list[tuple[int, int | bytes]]) -> bytes:
+    """A message of ``(field number, value)``: ints as varints, bytes length-delimited (what
+    :func:`message_fields` reads back).
+
+    :param fields: the fields, in order.
+    """
+    out = bytearray()
+    for number, value in fields:
+        if isinstance(value, int):
+            out += _varint_bytes(number << 3) + _varint_bytes(value)
+        else:
+            out += _varint_bytes(number << 3 | 2) + _varint_bytes(len(value)) + value
+    return bytes(out)
+
+
+__all__ = ["ProtobufError", "encoded", "message_fields", "varint"]

@@ -34,7 +34,6 @@ the GIL), so memory follows the stripe and batch size, not the file size.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, replace
@@ -43,6 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
+from .column_mapping import ColumnMap, file_column_map, map_columns
 from .data_file_open import (
     ACID_COLUMNS,
     AcidFormatError,
@@ -54,10 +54,9 @@ from .data_file_open import (
     is_bucket_codec_v1,
     open_files,
 )
-from .evolution import EvolutionError, column_sources, convert
-from .hive_types import HiveType, pad_char
 from .names import BaseDir, DeltaDir
 from .read_view import BucketSlice, DataFile, FileRole
+from .stripe_spans import SEEK_MIN_ROWS, narrowed, read_span
 from .table_columns import TableColumn, TableColumns, table_columns
 from .writeids import RangeValidity, ValidWriteIdList
 
@@ -81,101 +80,8 @@ __all__ = [
     "visible_writes",
 ]
 
-_POSITIONAL = re.compile(r"^_col(\d+)$")
-#: Picked rows spanning less than this part of a stripe of at least :data:`_SEEK_MIN_ROWS`
-#: rows are read by seeking (:meth:`.OpenFile.rows_of`: a Python value a value, about 10 times
-#: a stripe read's cost a row, and the compression blocks holding the span; measured: 5,000
-#: rows of a 100,000-row stripe cost about what decoding the stripe does), not by decoding the
-#: whole stripe.
-_SEEK_FRACTION = 1 / 16
-_SEEK_MIN_ROWS = 10_000
 _INSERT = 0
 _DELETE = 2
-
-# -- mapping a file's columns onto the table's -----------------------------------------------
-
-
-@dataclass(frozen=True)
-class _ColumnMap:
-    """For each table column: the index of the file field holding it (None: all null), with
-    the file's and the table's Hive types of that column."""
-
-    sources: tuple[int | None, ...]
-    targets: tuple[pa.Field, ...]
-    file_types: tuple[HiveType | None, ...]
-    table_types: tuple[HiveType, ...]
-
-
-def _column_map(opened: OpenFile, columns: TableColumns, targets: Sequence[pa.Field]) -> _ColumnMap:
-    """Table columns onto the file's: ORC by position, Parquet by name (unless its columns are
-    named ``_col0, _col1, ...``); see :mod:`.evolution`."""
-    path = opened.path
-    row_type = opened.row_type
-    if isinstance(row_type, pa.Schema):
-        names = list(row_type.names)
-    else:
-        names = [row_type.field(i).name for i in range(row_type.num_fields)]
-    positional = opened.format is FileFormat.ORC or (
-        bool(names) and all(_POSITIONAL.match(n) for n in names)
-    )
-    sources = column_sources(names, columns.names, by_position=positional)
-    if not positional and names and targets and all(s is None for s in sources):
-        raise AcidFormatError(
-            f"{path}: none of its columns {names} is a table column "
-            f"{[t.name for t in targets]} (pass the table's schema if the names differ)"
-        )
-    file_types: list[HiveType | None] = []
-    for source, column in zip(sources, columns.columns, strict=True):
-        if source is None:
-            file_types.append(None)
-            continue
-        file_type = (
-            opened.row_hive_types[source]
-            if source < len(opened.row_hive_types)
-            else column.hive_type
-        )
-        file_types.append(file_type)
-    return _ColumnMap(
-        tuple(sources),
-        tuple(targets),
-        tuple(file_types),
-        tuple(c.hive_type for c in columns.columns),
-    )
-
-
-def _map_columns(
-    children: Sequence[pa.Array], column_map: _ColumnMap, length: int, path: str
-) -> list[pa.Array]:
-    out = []
-    for source, target, file_type, table_type in zip(
-        column_map.sources,
-        column_map.targets,
-        column_map.file_types,
-        column_map.table_types,
-        strict=True,
-    ):
-        if source is None or file_type is None:
-            out.append(pa.nulls(length, target.type))
-            continue
-        array = children[source]
-        try:
-            array = convert(array, file_type, table_type, target.type)
-        except EvolutionError as exc:
-            raise AcidFormatError(
-                f"{path}: column {target.name!r} (file column {source + 1}, {file_type}) "
-                f"cannot be read as the table's {table_type}: {exc}"
-            ) from None
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            hint = ""
-            if "lose data" in str(exc) and "timestamp" in str(target.type):
-                hint = " (pass timestamp_unit='ns' to keep sub-microsecond timestamps)"
-            raise AcidFormatError(
-                f"{path}: column {target.name!r} of type {array.type} cannot be read as "
-                f"{target.type}: {exc}{hint}"
-            ) from None
-        out.append(pad_char(array, table_type))
-    return out
-
 
 # -- what the reader yields ------------------------------------------------------------------
 
@@ -236,28 +142,6 @@ def _selected(batches: Iterator[RowBatch], select: RowSelector | None) -> Iterat
         if mask is not None and pc.any(mask).as_py():
             yield batch.filter(mask)
     return produced
-
-
-def _narrowed(low: int, high: int, may_hold: Callable[[int, int], bool]) -> tuple[int, int]:
-    """The lowest and highest values ``v`` in ``low..high`` (``may_hold(low, high)`` being
-    true) with ``may_hold(low, v)`` and ``may_hold(v, high)`` true, by bisection: what a
-    test of bounds that holds for any bounds around a value it holds for can narrow."""
-    a, b = low, high
-    while a < b:
-        middle = (a + b) // 2
-        if may_hold(low, middle):
-            b = middle
-        else:
-            a = middle + 1
-    first = a
-    a, b = first, high
-    while a < b:
-        middle = (a + b + 1) // 2
-        if may_hold(middle, high):
-            a = middle
-        else:
-            b = middle - 1
-    return first, a
 
 
 def _sliced(batch: RowBatch, start: int, length: int) -> RowBatch:
@@ -407,11 +291,11 @@ class SliceReader:
             finally:
                 opened.handle.close()
 
-    def _acid_file(self, opened: OpenFile) -> tuple[_ColumnMap, bool]:
+    def _acid_file(self, opened: OpenFile) -> tuple[ColumnMap, bool]:
         """An ACID file's version checked; its column map, and whether its rows' writes need
         checking against the write-id list."""
         check_acid_version(opened)
-        column_map = _column_map(opened, self.columns, self.targets)
+        column_map = file_column_map(opened, self.columns, self.targets)
         return column_map, not _fully_valid(opened.data_file, self.write_ids)
 
     def _acid_rows(self, opened: OpenFile) -> Iterator[RowBatch]:
@@ -450,7 +334,7 @@ class SliceReader:
                     produced += bounds.rows
                     continue
                 done = yield from self._numbered_span(
-                    opened, produced, bounds, test, select, column_map, check_validity
+                    opened, index, produced, bounds, test, select, column_map, check_validity
                 )
                 if done:
                     produced += bounds.rows
@@ -477,22 +361,23 @@ class SliceReader:
     def _numbered_span(
         self,
         opened: OpenFile,
+        index: int,
         first_row: int,
         bounds: StripeIdentity,
         test: Callable[[StripeIdentity], bool],
         select: RowSelector,
-        column_map: _ColumnMap,
+        column_map: ColumnMap,
         check_validity: bool,
     ) -> Iterator[RowBatch]:
-        """The picked rows of a stripe (whose first row is the file's ``first_row``) read
+        """The picked rows of stripe ``index`` (whose first row is the file's ``first_row``) read
         without its identity columns, when its statistics show one ``originalTransaction``,
         one ``bucket``, one write and as many rowIds from the lowest to the highest as rows
         (Hive numbers a write's rows of a bucket 0, 1, 2, ...: row i then carries rowId
         lowest + i, identities being unique). The rowIds ``test`` may pick are narrowed by
-        bisecting its bounds; when they span few rows (:meth:`_seeks`), those rows are read by
-        seeking, their rowIds with them, which must be lowest + i. Returns False, having read
-        nothing or yielded nothing, when any of that does not hold (the stripe is then read as
-        any other)."""
+        bisecting its bounds; when their rows cost less to read than the stripe
+        (:func:`.stripe_spans.read_span`), they are read, their rowIds with them, which must
+        be lowest + i. Returns False, having yielded nothing, when any of that does not hold
+        (the stripe is then read as any other)."""
         original, bucket, row_id, current = (
             bounds.original_transaction, bounds.bucket, bounds.row_id, bounds.current_transaction
         )  # fmt: skip
@@ -500,24 +385,30 @@ class SliceReader:
         numbered = highest - lowest + 1 == bounds.rows
         if not numbered or any(low != high for low, high in (original, bucket, current)):
             return False
-        if bounds.rows < _SEEK_MIN_ROWS:
+        if bounds.rows < SEEK_MIN_ROWS:
             return False  # decoded faster than sought
 
         def may_hold(low: int, high: int) -> bool:
             return test(replace(bounds, row_id=(low, high)))
 
-        first, last = _narrowed(lowest, highest, may_hold)
+        first, last = narrowed(lowest, highest, may_hold)
         span = last - first + 1
-        if not self._seeks(span, bounds.rows):
-            return False
         assert opened.acid_names is not None
         columns = [opened.acid_names[3], opened.acid_names[5]]
-        try:
-            row_ids, values = opened.rows_of(
-                columns, first_row + first - lowest, span, self.timestamp_unit
-            )
-        except AcidFormatError:
-            return False  # what pyorc cannot read, pyarrow's stripe read may: the reference
+        low = first - lowest
+        read = read_span(
+            opened,
+            index,
+            first_row,
+            (low, low + span - 1),
+            bounds.rows,
+            columns,
+            self.timestamp_unit,
+        )
+        if read is None:
+            return False
+        (row_ids, values), offset = read
+        row_ids, values = row_ids.slice(low - offset, span), values.slice(low - offset, span)
         expected = pc.add(self._positions(span), pa.scalar(first, pa.int64()))
         if row_ids.null_count or not pc.cast(row_ids, pa.int64()).equals(expected):
             return False
@@ -544,11 +435,6 @@ class SliceReader:
             yield replace(_sliced(picked, start, self.batch_rows), columns=columns_read)
         return True
 
-    @staticmethod
-    def _seeks(span: int, stripe_rows: int) -> bool:
-        """Whether ``span`` rows of a stripe are read by seeking rather than by decoding it."""
-        return stripe_rows >= _SEEK_MIN_ROWS and span < stripe_rows * _SEEK_FRACTION
-
     def _picked_values(
         self,
         opened: OpenFile,
@@ -559,21 +445,18 @@ class SliceReader:
     ) -> tuple[pa.Array, int]:
         """The ``row`` column of stripe ``index`` (whose first row is the file's
         ``first_row``) covering the picked rows, and the stripe position of its first value:
-        the whole stripe, or, when the rows from the first picked to the last are few
-        (:meth:`_seeks`), only those (by seeking)."""
+        the whole stripe, or only the rows up to the last picked, or from the first picked to
+        the last, whichever costs least (:func:`.stripe_spans.read_span`)."""
         assert opened.acid_names is not None
         row = opened.acid_names[5]
         low = min(positions[0].as_py() for _, positions in picks)
         high = max(positions[-1].as_py() for _, positions in picks)
-        if self._seeks(high - low + 1, stripe_rows):
-            try:
-                (span,) = opened.rows_of(
-                    [row], first_row + low, high - low + 1, self.timestamp_unit
-                )
-            except AcidFormatError:
-                pass  # what pyorc cannot read, pyarrow's stripe read may: it is the reference
-            else:
-                return span, low
+        read = read_span(
+            opened, index, first_row, (low, high), stripe_rows, [row], self.timestamp_unit
+        )
+        if read is not None:
+            (values,), offset = read
+            return values, offset
         return opened.stripe(index, [row], self.timestamp_unit).column(0), 0
 
     def _acid_identity(
@@ -604,11 +487,11 @@ class SliceReader:
         )
 
     def _row_columns(
-        self, opened: OpenFile, rows: pa.Array, n: int, column_map: _ColumnMap
+        self, opened: OpenFile, rows: pa.Array, n: int, column_map: ColumnMap
     ) -> list[pa.Array]:
         """The table's columns from ``n`` values of an ACID file's ``row`` struct."""
         children = [rows.field(i) for i in range(rows.type.num_fields)]
-        return _map_columns(children, column_map, n, opened.path)
+        return map_columns(children, column_map, n, opened.path)
 
     def _plain_rows(self, opened: OpenFile, first_row_id: int) -> Iterator[RowBatch]:
         data_file = opened.data_file
@@ -624,7 +507,7 @@ class SliceReader:
         visible_file = write == 0 or self.write_ids.is_valid(write)
         bucket_value = pa.scalar(encode_bucket_v1(data_file.bucket_id), pa.int32())
         write_value = pa.scalar(write, pa.int64())
-        column_map = _column_map(opened, self.columns, self.targets)
+        column_map = file_column_map(opened, self.columns, self.targets)
         produced = 0
         for batch in opened.stripes(None, self.batch_rows, self.timestamp_unit):
             n = batch.num_rows
@@ -637,7 +520,7 @@ class SliceReader:
                 pa.repeat(bucket_value, n),
                 row_ids,
                 writes,
-                _map_columns(batch.columns, column_map, n, opened.path),
+                map_columns(batch.columns, column_map, n, opened.path),
                 None if visible_file else pa.repeat(pa.scalar(False), n),
             )
         return produced

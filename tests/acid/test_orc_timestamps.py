@@ -14,6 +14,7 @@ import pyorc
 import pytest
 
 from airflow_provider_acid.acid.hive_types import HiveType, pad_char
+from airflow_provider_acid.acid.orc_prefix import prefix_view
 from airflow_provider_acid.acid.orc_timestamps import read_stripe, trino_seconds
 
 SCHEMA = (
@@ -97,6 +98,18 @@ def test_a_stripe_out_of_the_nanosecond_range_reads_exactly(tmp_path):
     assert inner[0] == {"at": WHOLE_RANGE[0], "n": 0} and inner[2] is None
     assert row.field("id").to_pylist() == list(range(len(WHOLE_RANGE)))
     assert batch.column("operation").to_pylist() == [0] * len(WHOLE_RANGE)
+
+
+def test_the_first_rows_of_a_stripe_out_of_the_nanosecond_range_read_exactly(tmp_path):
+    path = tmp_path / "bucket_00000"
+    _write(path, WHOLE_RANGE)
+    orc = pa_orc.ORCFile(str(path))
+    opener = prefix_view(_opener(path), orc, 0, 4)  # a view of the stripe's first 4 rows
+    assert opener is not None
+    with opener() as view:
+        first = read_stripe(pa_orc.ORCFile(view), opener, 0, None, "us")
+    assert first.equals(read_stripe(orc, _opener(path), 0, None, "us").slice(0, 4))
+    assert first.column("row").field("ts").to_pylist() == WHOLE_RANGE[:4]
 
 
 def test_nanoseconds_outside_their_range_are_refused_naming_the_column(tmp_path):

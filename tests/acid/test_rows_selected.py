@@ -129,6 +129,20 @@ def seeks(monkeypatch: pytest.MonkeyPatch) -> list:
     return found
 
 
+@pytest.fixture
+def prefixes(monkeypatch: pytest.MonkeyPatch) -> list:
+    """The reads of a stripe's first rows: stripe, columns, row count."""
+    found: list = []
+    real = data_file_open.OpenFile.stripe_prefix
+
+    def counted(self, index, columns, rows, timestamp_unit="us"):
+        found.append((index, tuple(columns), rows))
+        return real(self, index, columns, rows, timestamp_unit)
+
+    monkeypatch.setattr(data_file_open.OpenFile, "stripe_prefix", counted)
+    return found
+
+
 def _typed_table(root: Path, stripe_rows: int, rows: int = 30_000) -> list[str]:
     table = AcidTableWriter(str(root), TYPES, stripe_rows=stripe_rows)
     table.insert([_typed_row(i) for i in range(rows)])
@@ -161,7 +175,7 @@ IDENTITY = ("operation", "originalTransaction", "bucket", "rowId", "currentTrans
     [(100_000, 20_010, 20), (10_000, 25_001, 5)],  # one stripe of 30,000 rows; the third of 3
 )
 def test_a_few_picked_rows_of_a_big_stripe_are_read_by_seeking_as_the_stripe_read_gives_them(
-    tmp_path, stripe_reads, seeks, stripe_rows, low, count
+    tmp_path, stripe_reads, seeks, prefixes, stripe_rows, low, count
 ):
     names = _typed_table(tmp_path / "t", stripe_rows)
     expected = _everything(tmp_path / "t", names).slice(low, count)  # rowIds from low
@@ -170,33 +184,44 @@ def test_a_few_picked_rows_of_a_big_stripe_are_read_by_seeking_as_the_stripe_rea
         pa.RecordBatch.from_arrays([*b.columns, b.row_id], names=[*names, "rowId"])
         for b in _reader(tmp_path / "t").data_batches(select=_row_ids(low, low + count - 1))
     ]
-    assert seeks == [(("row",), low, count)]  # under 1/16 of the stripe's rows
-    assert ("row",) not in stripe_reads
+    assert seeks == [(("row",), low, count)]  # under 1/16 of the stripe's rows, far into it
+    assert ("row",) not in stripe_reads and prefixes == []
     assert pa.Table.from_batches(picked).equals(expected)
     assert expected.num_rows == count and expected["c"][0].as_py() == "ab  "  # char(4): padded
 
 
+@pytest.mark.parametrize(
+    ("low", "count", "read"),
+    [
+        (12_000, 1500, "prefix"),  # the stripe's first 13,500 rows decoded
+        (25_000, 1000, "seek"),  # 26,000 rows decoded would cost more than 1,000 sought
+    ],
+)
 def test_picked_rows_of_a_stripe_numbered_in_order_are_read_without_its_identity(
-    tmp_path, stripe_reads, seeks
+    tmp_path, stripe_reads, seeks, prefixes, low, count, read
 ):
     names = _typed_table(tmp_path / "t", 100_000)
-    expected = _everything(tmp_path / "t", names).slice(12_000, 1500)
+    expected = _everything(tmp_path / "t", names).slice(low, count)
     stripe_reads.clear()
     reader = _reader(tmp_path / "t")
+    high = low + count - 1
     picked = [
         pa.RecordBatch.from_arrays([*b.columns, b.row_id], names=[*names, "rowId"])
-        for b in reader.data_batches(
-            select=_row_ids(12_000, 13_499), may_pick=_row_id_bounds(12_000, 13_499)
-        )
+        for b in reader.data_batches(select=_row_ids(low, high), may_pick=_row_id_bounds(low, high))
     ]
     # the stripe's statistics: one write, rowIds 0..29999; the rows read with their rowIds
-    assert seeks == [(("rowId", "row"), 12_000, 1500)]
-    assert stripe_reads == {}  # neither the identity columns nor the values decoded
+    if read == "prefix":
+        assert (prefixes, seeks) == ([(0, ("rowId", "row"), high + 1)], [])
+    else:
+        assert (prefixes, seeks) == ([], [(("rowId", "row"), low, count)])
+    assert stripe_reads == {}  # neither the identity columns nor the whole stripe decoded
     assert pa.Table.from_batches(picked).equals(expected)
     assert reader.rows_in_files == 30_000
 
 
-def test_rows_numbered_out_of_order_are_found_by_their_identity(tmp_path, stripe_reads, seeks):
+def test_rows_numbered_out_of_order_are_found_by_their_identity(
+    tmp_path, stripe_reads, seeks, prefixes
+):
     names = _typed_table(tmp_path / "t", 100_000)
     (path,) = [p for p in (tmp_path / "t").rglob("bucket_*") if p.is_file()]
     events = pa_orc.read_table(str(path))
@@ -214,8 +239,8 @@ def test_rows_numbered_out_of_order_are_found_by_their_identity(tmp_path, stripe
         )
     ]
     # the span the numbering gave holds other rowIds: read again as any stripe
-    assert seeks == [(("rowId", "row"), 12_000, 1500), (("row",), 16_500, 1500)]
-    assert stripe_reads == {IDENTITY: 1}
+    assert prefixes == [(0, ("rowId", "row"), 13_500), (0, ("row",), 18_000)]
+    assert seeks == [] and stripe_reads == {IDENTITY: 1}
     assert pa.Table.from_batches(picked).equals(expected)
     assert expected.num_rows == 1500 and expected["rowId"][0].as_py() == 13_499
 

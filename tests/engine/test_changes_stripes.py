@@ -69,14 +69,14 @@ def test_clustered_deletes_read_only_the_base_stripes_holding_them(
 
 
 def test_clustered_deletes_of_a_big_stripe_read_only_their_rows(tmp_path, monkeypatch):
-    seeks = []
-    real = data_file_open.OpenFile.rows_of
+    prefixes = []
+    real = data_file_open.OpenFile.stripe_prefix
 
-    def counted(self, columns, first, count, timestamp_unit="us"):
-        seeks.append((self.data_file.folder.name, tuple(columns), first, count))
-        return real(self, columns, first, count, timestamp_unit)
+    def counted(self, index, columns, rows, timestamp_unit="us"):
+        prefixes.append((self.data_file.folder.name, index, tuple(columns), rows))
+        return real(self, index, columns, rows, timestamp_unit)
 
-    monkeypatch.setattr(data_file_open.OpenFile, "rows_of", counted)
+    monkeypatch.setattr(data_file_open.OpenFile, "stripe_prefix", counted)
     table = AcidTableWriter(
         str(tmp_path / "t"), [("id", "bigint"), ("v", "string"), ("amount", "decimal(9,2)")],
         stripe_rows=100_000,
@@ -87,8 +87,8 @@ def test_clustered_deletes_of_a_big_stripe_read_only_their_rows(tmp_path, monkey
     table.update(lambda r: r["id"] == 1300, {"v": "changed"})  # write 3
     feed, counts = _feed(table, tmp_path / "feed")
     assert counts == {"insert": 0, "delete": 201, "update_preimage": 1, "update_postimage": 1}
-    # the base's rows 1000..1500 with their rowIds, not its identity columns nor the stripe
-    assert seeks == [("base_0000001", ("rowId", "row"), 1000, 501)]
+    # the base's first 1501 rows with their rowIds, not its identity columns nor the stripe
+    assert prefixes == [("base_0000001", 0, ("rowId", "row"), 1501)]
     deleted = feed.filter(pc.equal(feed["_change_type"], "delete"))
     assert sorted(deleted["id"].to_pylist()) == [*range(1000, 1200), 1500]
     assert deleted.filter(pc.equal(deleted["id"], 1500))["amount"].to_pylist() == [
@@ -98,7 +98,7 @@ def test_clustered_deletes_of_a_big_stripe_read_only_their_rows(tmp_path, monkey
     monkeypatch.setattr(
         data_file_open, "read_stripe_statistics", lambda handle, orc, columns=None: None
     )
-    seeks.clear()
+    prefixes.clear()
     unfiltered, unfiltered_counts = _feed(table, tmp_path / "feed-unfiltered")
-    assert seeks == [("base_0000001", ("row",), 1000, 501)]  # found by identity, then sought
+    assert prefixes == [("base_0000001", 0, ("row",), 1501)]  # found by identity, then read
     assert (unfiltered_counts, unfiltered.equals(feed)) == (counts, True)
