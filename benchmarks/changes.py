@@ -28,11 +28,12 @@ shows) can only be read from the file holding the row: here the base. The feed p
 the base's stripes whose identity bounds (ORC stripe statistics) hold no deleted identity.
 Of the others, it reads the identity columns to find the deleted rows (unless the statistics
 show the rows numbered in order: then row i holds rowId lowest + i), and their other columns
-only in the stripes holding one: the whole stripe (pyarrow decodes a stripe whole), or, when
-the deleted rows span under 1/16 of it, just that span by seeking (a Python value a value).
-Random deletes hit every stripe, so their feed decodes the whole base, about what a
-compaction reads; clustered deletes hit a span of one stripe of each bucket file (5% of a
-100,000-row stripe, or 0.5% of the one stripe), read by seeking, without the identity.
+only in the stripes holding one, the cheapest way: the whole stripe (pyarrow decodes a stripe
+whole), its first rows up to the last deleted (a view of the file listing fewer rows), or
+just their span by seeking (pyorc, a Python value a value). Random deletes hit every stripe,
+so their feed decodes the whole base, about what a compaction reads; clustered deletes are
+the first 5,000 rows of each bucket file (5% of a 100,000-row stripe, or 0.5% of the one
+stripe), decoded as the stripe's first rows, without the identity.
 
 It counts the data files each run opens (a counting filesystem) and checks that the feeds open
 only the deltas of their range and, for deletes, the base files of the buckets those deletes
