@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from itertools import chain, compress, cycle, repeat
 from operator import add, eq, getitem, le, lt
 
-from .bulk import each_repeated, filled, taker
+from .bulk import each_repeated, filled, lines, taker
 from .names import (
     BASE_DIR_SETTERS,
     DELTA_DIR_SETTERS,
@@ -40,10 +40,12 @@ class Shape:
     firsts: Callable[[Sequence[str]], tuple[str, ...]]
     #: The length of each folder's first file's name, with its ``/``.
     tails: tuple[int, ...]
-    #: Each folder's path (with ``/``) -> the folder path of each file.
-    folder_of_file: Callable[[Sequence[str]], tuple[str, ...]]
     #: Each file's name in its folder.
     names: tuple[str, ...]
+    #: Each folder's path (with ``/``), then ``separated`` -> the pieces of ``text``.
+    pieces: Callable[[Sequence[str]], tuple[str, ...]]
+    #: Each file's name, with the line break after it (the last one's without).
+    separated: tuple[str, ...]
     #: By the length of a partition's folder: the slices of its folders' names out of paths.
     cuts: dict[int, tuple[slice, ...]]
 
@@ -56,13 +58,25 @@ class Shape:
         :param names: each file's name.
         """
         firsts = [folder_of_file.index(k) for k in range(max(folder_of_file) + 1)]
+        width = len(firsts)
+        # each file's folder path, then its name (with its line break) after the folder paths
+        pieces = chain.from_iterable((k, width + j) for j, k in enumerate(folder_of_file))
         return cls(
             firsts=taker(tuple(firsts)),
             tails=tuple(len(names[k]) + 1 for k in firsts),
-            folder_of_file=taker(folder_of_file),
             names=names,
+            pieces=taker(tuple(pieces)),
+            separated=(*(f"{name}\n" for name in names[:-1]), names[-1]),
             cuts={},
         )
+
+    def text(self, folder_paths: tuple[str, ...]) -> str:
+        """The paths of a partition of this shape whose folders' paths (with ``/``) are
+        ``folder_paths``, joined by line breaks (what ``lines`` gives for its listing).
+
+        :param folder_paths: each folder's path, with its ``/``.
+        """
+        return "".join(self.pieces(folder_paths + self.separated))
 
     def cuts_at(self, length: int) -> tuple[slice, ...]:
         """The slices of a partition's folders' names out of its files' paths, when its
@@ -85,8 +99,8 @@ class Shape:
         joined = "/".join(folders)
         if joined.count("/") != len(folders) - 1 or len(set(folders)) != len(folders):
             return None  # a folder nested in another, or two folders of the shape one here
-        folder_paths = list(map(add, repeat(prefix), map(add, folders, repeat("/"))))
-        if list(map(add, self.folder_of_file(folder_paths), self.names)) != paths:
+        folder_paths = tuple(map(add, repeat(prefix), map(add, folders, repeat("/"))))
+        if lines(paths) != self.text(folder_paths):
             return None
         return folders, joined
 
@@ -377,8 +391,7 @@ def matching(
     joined = list(map("/".join, named))
     folder_paths = map(add, each_repeated(folders_of, width), map(add, folders, repeat("/")))
     by_partition = zip(*[folder_paths] * width, strict=True)
-    of_files = chain.from_iterable(map(shape.folder_of_file, by_partition))
-    expected = map(add, of_files, cycle(shape.names))
+    expected = map(shape.text, by_partition)
     encoded = map(str.encode, joined, repeat("utf-8"), repeat("surrogatepass"))
     shaped = list(
         map(
@@ -392,7 +405,7 @@ def matching(
                     map(bytes.translate, encoded, repeat(DIGITS_HIDDEN_BYTES)),
                     repeat(target.hidden),
                 ),
-                map(eq, zip(*[expected] * files, strict=True), map(tuple, listed)),
+                map(eq, expected, map(lines, listed)),
                 strict=True,
             ),
         )

@@ -98,3 +98,20 @@ def test_partitions_that_do_not_match_the_last_template_go_one_at_a_time():
     result, finds, _ = resolve_counting_finds(files, write_ids)
     assert result == plainly(files, write_ids)
     assert finds < 200
+
+
+def test_a_file_of_another_partition_among_a_partitions_files_is_no_file_of_its_shape():
+    # After layouts are given up, the listing's runs are taken to hold as many files as the
+    # run before without each path being compared with their folder: the matching does. A
+    # file of dt=0250 in a folder named as dt=0200's lies among dt=0200's files, where
+    # dt=0200's own file would be: dt=0200 and dt=0250 go the plain way, and each keeps its
+    # own files (dt=0250's folder of old writes is obsolete under its base).
+    files = compacted(300)
+    at = 200 * 16 + 5  # dt=0200's second file of bucket 1
+    own = files[at]
+    files[at] = StoredFile(own.path.replace("/dt=0200/", "/dt=0250/"), own.size, own.version)
+    result, _, _ = resolve_counting_finds(files)
+    assert result == plainly(files)
+    by_path = {p.partition.path: p for p in result[0]}
+    assert files[at] not in [f.file for s in by_path["dt=0200"].slices for f in s.files]
+    assert [e.path for e in by_path["dt=0250"].excluded] == [files[at].path.rsplit("/", 1)[0]]
