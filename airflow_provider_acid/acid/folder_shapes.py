@@ -12,6 +12,7 @@ found in a few C-level passes over all of them instead of a few dozen Python ste
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -124,6 +125,7 @@ def shape_key(paths: list[str], prefix: str) -> tuple[tuple[int, ...], tuple[str
 #: A skeleton's digits: ASCII ones as ``#`` (others stay as they are, making skeletons of
 #: their own), so that names with numbers of the same widths have the same skeleton.
 DIGITS_HIDDEN = str.maketrans("0123456789", "#" * 10)
+_DIGIT_RUNS = re.compile("[0-9]+")
 
 
 def name_tokens(joined: str) -> list[str]:
@@ -297,6 +299,9 @@ class Target:
     #: so: the one below the other, or equal.
     below: tuple[tuple[int | None, int], ...]
     ties: tuple[tuple[int | None, int | None], ...]
+    #: The numbers are the names' runs of ASCII digits, one for one (the names are ASCII and
+    #: hold no ``#``): so are those of any names of the same skeleton text.
+    runs_are_numbers: bool = False
 
     @classmethod
     def of(
@@ -336,6 +341,7 @@ class Target:
         of_value = (None, *write_ids)
         order = sorted(range(len(ranks)), key=ranks.__getitem__)
         pairs = list(zip(order, order[1:], strict=False))
+        runs = [m.span() for m in _DIGIT_RUNS.finditer(joined)]
         return cls(
             shape,
             skeleton,
@@ -347,12 +353,18 @@ class Target:
             tuple(zip(positions(skeleton.statements), statements, strict=True)),
             below=tuple((of_value[a], of_value[b]) for a, b in pairs if ranks[a] < ranks[b]),
             ties=tuple((of_value[a], of_value[b]) for a, b in pairs if ranks[a] == ranks[b]),
+            runs_are_numbers=joined.isascii()
+            and "#" not in joined
+            and runs == [(place.start, place.stop) for place in numbers],
         )
 
 
 #: ASCII digits as ``#`` in UTF-8 (whose other characters' bytes are all above 127):
 #: ``s.translate(DIGITS_HIDDEN).encode() == s.encode().translate(DIGITS_HIDDEN_BYTES)``.
 DIGITS_HIDDEN_BYTES = bytes.maketrans(b"0123456789", b"#" * 10)
+#: Every byte but ASCII digits and ``#`` as a space: what is left of names are their runs of
+#: digits (and of digits and ``#``, which ``int`` refuses).
+RUNS_KEPT_BYTES = bytes(c if c in b"0123456789#" else 32 for c in range(256))
 
 
 def matching(
@@ -392,7 +404,7 @@ def matching(
     folder_paths = map(add, each_repeated(folders_of, width), map(add, folders, repeat("/")))
     by_partition = zip(*[folder_paths] * width, strict=True)
     expected = map(shape.text, by_partition)
-    encoded = map(str.encode, joined, repeat("utf-8"), repeat("surrogatepass"))
+    encoded = list(map(str.encode, joined, repeat("utf-8"), repeat("surrogatepass")))
     shaped = list(
         map(
             all,
@@ -410,12 +422,15 @@ def matching(
             ),
         )
     )
-    at, named, joined = (list(compress(c, shaped)) for c in (at, named, joined))
+    at, named, joined, encoded = (list(compress(c, shaped)) for c in (at, named, joined, encoded))
     if not at:
         return matched
     places = target.places
     try:
-        flat = list(map(int, map(getitem, each_repeated(joined, len(places)), cycle(places))))
+        if target.runs_are_numbers:  # all the numbers of all the names, in one pass
+            flat = list(map(int, b" ".join(encoded).translate(RUNS_KEPT_BYTES).split()))
+        if not target.runs_are_numbers or len(flat) != len(at) * len(places):
+            flat = list(map(int, map(getitem, each_repeated(joined, len(places)), cycle(places))))
     except ValueError:  # a "#" in a name: left to find, one partition at a time
         return matched
     step = len(places)
