@@ -373,7 +373,7 @@ def _partition_runs(root: str, paths: list[str]) -> tuple[dict[str, _Run], list[
         values = []
         if path.startswith(prefix):
             for name in path[cut:].split("/")[:-1]:  # the folders, from the table's down
-                parsed = parse_partition_component(name)
+                parsed = parse_partition_component(name) if "=" in name else None
                 if parsed is None:
                     break
                 components.append(name)

@@ -403,7 +403,10 @@ def matching(
     joined = list(map("/".join, named))
     folder_paths = map(add, each_repeated(folders_of, width), map(add, folders, repeat("/")))
     by_partition = zip(*[folder_paths] * width, strict=True)
-    expected = map(shape.text, by_partition)
+    # each partition's paths as the shape spells them, and as listed, one string each (what
+    # Shape.text and bulk.lines give, in passes over all partitions)
+    expected = map("".join, map(shape.pieces, map(add, by_partition, repeat(shape.separated))))
+    texts = list(map("\n".join, listed))
     encoded = list(map(str.encode, joined, repeat("utf-8"), repeat("surrogatepass")))
     shaped = list(
         map(
@@ -417,7 +420,8 @@ def matching(
                     map(bytes.translate, encoded, repeat(DIGITS_HIDDEN_BYTES)),
                     repeat(target.hidden),
                 ),
-                map(eq, expected, map(lines, listed)),
+                map(eq, expected, texts),
+                map(eq, map(str.count, texts, repeat("\n")), repeat(files - 1)),
                 strict=True,
             ),
         )
