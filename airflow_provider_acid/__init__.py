@@ -42,13 +42,14 @@ def get_provider_info() -> dict:
                 "python-modules": ["airflow_provider_acid.hooks.metastore"],
             },
         ],
-        # AcidSliceManifestOperator, AcidPlanSnapshotOperator, AcidCompactOperator,
-        # AcidCommitSnapshotOperator, AcidPublishPruningMetricsOperator (each with OpenLineage
-        # facets); acid_snapshot_tasks wires them.
+        # AcidSliceManifestOperator, AcidPublishPruningMetricsOperator (pruning);
+        # AcidPlanSnapshotOperator, AcidCompactOperator, AcidCommitSnapshotOperator (acid; each
+        # with OpenLineage facets); acid_snapshot_tasks wires them.
         "operators": [
             {
                 "integration-name": _INTEGRATION,
                 "python-modules": [
+                    "airflow_provider_acid.operators.pruning",
                     "airflow_provider_acid.operators.acid",
                     "airflow_provider_acid.operators.snapshot_tasks",
                     "airflow_provider_acid.operators.change_feed",

@@ -4,7 +4,7 @@
     python scripts/metastore.py start [--port N] [--home DIR] [--no-transformer]
                                       [--auth none|config --user U --password P]
                                       [--auth kerberos [--principal P --keytab FILE]]
-                                      [--notifications]
+                                      [--notifications [--event-ttl SECONDS]]
     python scripts/metastore.py status [--home DIR] [--user U --password P]
     python scripts/metastore.py stop [--home DIR]
 
@@ -34,7 +34,10 @@ realm's krb5.conf, or $KRB5_CONFIG, given to Java). Its home defaults to
 fetched jars and cached beside them; the Java file says why it is ours) is named in
 metastore.transactional.event.listeners and writes CREATE_TABLE, ALTER_TABLE, DROP_TABLE,
 ADD_PARTITION, OPEN_TXN, ALLOC_WRITE_ID, COMMIT_TXN and ABORT_TXN events in Hive 4.0.1's JSON.
-Its home defaults to .cache/hive-metastore/notifications.
+Its home defaults to .cache/hive-metastore/notifications. The listener removes old events as
+DbNotificationListener's cleaner does: those older than a day, looked for every two hours, or with
+`--event-ttl SECONDS` those older than that, looked for every second (for tests of a reader whose
+cursor the log has left behind; give such an instance its own --home).
 
 `--no-transformer` turns off Hive 4's default metadata transformer, which refuses a transactional
 table from a client that states no processor capabilities (the old create_table call) with
@@ -185,6 +188,7 @@ def site_xml(
     principal: str | None = None,
     keytab: str | None = None,
     notifications: bool = False,
+    event_ttl: int | None = None,
 ) -> str:
     db = home / "metastore_db"
     props = {
@@ -256,6 +260,12 @@ def site_xml(
         props["metastore.authentication"] = "NOSASL"
     if notifications:
         props["metastore.transactional.event.listeners"] = LISTENER_CLASS
+        # The listener's cleaner (as DbNotificationListener's) starts at once; with --event-ttl
+        # it keeps events that many seconds and looks every second (Hive's default: 2 hours).
+        props["metastore.event.db.listener.clean.startup.wait.interval"] = "0s"
+        if event_ttl is not None:
+            props["metastore.event.db.listener.timetolive"] = f"{event_ttl}s"
+            props["metastore.event.db.listener.clean.interval"] = "1s"
     if not transformer:
         # Blank (after trim) means none: HMSHandler only loads a transformer for a non-blank name.
         props["metastore.metadata.transformer.class"] = " "
@@ -290,7 +300,7 @@ def write_conf(home: Path, port: int, args: argparse.Namespace) -> Path:
     conf.mkdir(parents=True, exist_ok=True)
     xml = site_xml(
         home, port, args.auth, args.user, args.password, not args.no_transformer,
-        args.principal, args.keytab, args.notifications,
+        args.principal, args.keytab, args.notifications, args.event_ttl,
     )  # fmt: skip
     (conf / "metastore-site.xml").write_text(xml)
     # Hadoop's UserGroupInformation reads core-site.xml, not the metastore's file.
@@ -509,6 +519,7 @@ def profile(args: argparse.Namespace) -> dict:
         "transformer": not args.no_transformer,
         **({"principal": args.principal} if args.auth == "kerberos" else {}),
         **({"notifications": True} if args.notifications else {}),
+        **({"event_ttl": args.event_ttl} if args.event_ttl is not None else {}),
     }
 
 
@@ -546,6 +557,8 @@ def cmd_start(args: argparse.Namespace) -> int:
     password = args.password if args.auth == "config" else None
     if args.auth == "config" and not (args.user and args.password is not None):
         fail("--auth config needs --user and --password")
+    if args.event_ttl is not None and not args.notifications:
+        fail("--event-ttl needs --notifications (the listener's cleaner removes the events)")
     t0 = time.monotonic()
     home.mkdir(parents=True, exist_ok=True)
     with locked(home / "start.lock"):
@@ -718,6 +731,13 @@ def main(argv: list[str] | None = None) -> int:
         "--notifications",
         action="store_true",
         help="write the notification log (the project's listener; see the Java file)",
+    )
+    parser.add_argument(
+        "--event-ttl",
+        type=int,
+        metavar="SECONDS",
+        help="--notifications: remove events older than this, looking every second (default: "
+        "one day, looking every two hours)",
     )
     parser.add_argument("--user")
     parser.add_argument("--password")

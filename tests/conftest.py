@@ -36,6 +36,7 @@ from kerberos_fixtures import (  # noqa: E402, F401
 
 # A real Hive Metastore for every folder: metastore_uri, metastore, metastore_db.
 from metastore_fixtures import (  # noqa: E402, F401
+    expiring_log_metastore_uri,
     metastore,
     metastore_db,
     metastore_uri,

@@ -84,6 +84,20 @@ def notifications_metastore_uri() -> Iterator[str]:
     yield from _running_metastore(home, "--notifications")
 
 
+#: The expiring log's time-to-live: its cleaner removes events older than this, every second.
+EVENT_TTL_SECONDS = 2
+
+
+@pytest.fixture(scope="session")
+def expiring_log_metastore_uri() -> Iterator[str]:
+    """A notification-log metastore of its own home whose listener's cleaner (as Hive's
+    DbNotificationListener's) removes events after ``EVENT_TTL_SECONDS``: for readers whose
+    cursor the log has left behind. Only the test of that starts it; the log of
+    ``notifications_metastore_uri`` keeps its events a day."""
+    home = str(REPO / ".cache" / "hive-metastore" / "notifications-ttl")
+    yield from _running_metastore(home, "--notifications", "--event-ttl", str(EVENT_TTL_SECONDS))
+
+
 def _running_metastore(home: str | None, *extra: str) -> Iterator[str]:
     t0 = time.monotonic()
     started = _script("start", START_TIMEOUT, home, *extra)

@@ -36,3 +36,9 @@ class TableLocationMissingError(MetastoreError, FileNotFoundError):
 class NotificationLogError(MetastoreError):
     """The metastore's notification log is off, refused, or no longer holds the events asked
     for (the message names the metastore)."""
+
+
+class NotificationEventsLostError(NotificationLogError):
+    """The log no longer holds the events after a reader's cursor (its cleaner removed them, or
+    the log was reset): what happened in between cannot be known from the log. The message
+    names the metastore, the table, the cursor and what to do."""

@@ -11,6 +11,11 @@ table through the table's ``ALLOC_WRITE_ID_EVENT`` messages (``dbName``, ``table
 ``txnIdList``, ``writeIdList``). A commit whose allocation lies before the cursor (the write was
 open when the reading began) cannot be mapped from the log alone: it is reported as unmatched,
 and the sensor then confirms with the table's write-id list.
+
+The log keeps events for a time (``hive.metastore.event.db.listener.timetolive``, a day by
+default; Hive's cleaner removes the older ones). A reader whose cursor the log has left behind
+gets a :class:`~airflow_provider_acid.metastore.errors.NotificationEventsLostError`, never a
+silent skip of what it missed.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from thrift.Thrift import TApplicationException
 
 from .client import MetastoreClient, split_table_name
 from .connection import MetastoreAddress
-from .errors import MetastoreError, NotificationLogError
+from .errors import MetastoreError, NotificationEventsLostError, NotificationLogError
 
 COMMIT_TXN = "COMMIT_TXN"
 ABORT_TXN = "ABORT_TXN"
@@ -89,31 +94,58 @@ def current_event_id(client: MetastoreClient) -> int:
     return newest
 
 
+def _lost(client: MetastoreClient, table: str | None, cursor: int, detail: str) -> str:
+    whose = f" (of {table})" if table else ""
+    commits = f"commits of {table}" if table else "what happened"
+    return (
+        f"{_where(client)} has lost the events after the cursor {cursor}{whose}: {detail}. "
+        f"The {commits} in between cannot be known from the log. Start the reader again without "
+        "a cursor (the metastore sensor without after_event_id: its first look reads the "
+        "table's write-id list), and keep events longer than the longest wait "
+        "(hive.metastore.event.db.listener.timetolive)"
+    )
+
+
 def events_after(
-    client: MetastoreClient, after_event_id: int, *, max_events: int = PAGE
+    client: MetastoreClient,
+    after_event_id: int,
+    *,
+    max_events: int = PAGE,
+    table: str | None = None,
 ) -> Iterator[LogEvent]:
     """Every event after ``after_event_id``, in order, ``max_events`` a call.
 
-    An event missing right after the cursor (the log's time-to-live removed it) is a
-    :class:`NotificationLogError`: the events in between are lost, as Hive's replication says.
+    The log's newest id is read first: every event from the cursor up to it must then be
+    there, one after another, as Hive's own client checks (``REPL_EVENTS_MISSING_IN_METASTORE``).
+    An event missing (Hive's cleaner removed the events older than
+    ``hive.metastore.event.db.listener.timetolive``; also when all of them are gone and none
+    came since), or a cursor beyond the newest event (the log was reset), is a
+    :class:`NotificationEventsLostError` naming the cursor and ``table``, never a silent skip.
 
     :param client: an open client of the metastore.
     :param after_event_id: the cursor: the id of the last event already seen.
     :param max_events: events asked per ``get_next_notification`` call.
+    :param table: ``db.table`` the reading is for, named in the errors.
     """
     cursor = int(after_event_id)
+    newest = current_event_id(client)
+    if cursor > newest:
+        reset = f"its newest event is {newest} (was the metastore's database replaced?)"
+        raise NotificationEventsLostError(_lost(client, table, cursor, reset))
     while True:
         try:
             page = client.next_notifications(cursor, max_events)
         except (MetastoreError, TApplicationException) as exc:
             raise _refused(client, exc) from None
-        if page and page[0].eventId > cursor + 1:
-            raise NotificationLogError(
-                f"{_where(client)} no longer holds events {cursor + 1} to "
-                f"{page[0].eventId - 1} (removed after metastore.event.db.listener.timetolive): "
-                "the events after the cursor are lost; start again from the write-id list"
-            )
         for raw in page:
+            if raw.eventId <= cursor:  # Hive's REPL_EVENTS_WITH_DUPLICATE_ID_IN_METASTORE
+                raise NotificationLogError(
+                    f"{_where(client)} returned event {raw.eventId} after the cursor {cursor}: "
+                    "two events share an id, the listener wrote the log wrongly"
+                )
+            if raw.eventId != cursor + 1:
+                gone = f"events {cursor + 1} to {raw.eventId - 1} are no longer in it"
+                raise NotificationEventsLostError(_lost(client, table, cursor, gone))
             yield LogEvent(
                 event_id=raw.eventId,
                 event_type=raw.eventType,
@@ -124,6 +156,9 @@ def events_after(
             )
             cursor = raw.eventId
         if len(page) < max_events:
+            if cursor < newest:  # the events up to the newest one were there, and are gone
+                gone = f"events {cursor + 1} to {newest} are no longer in it"
+                raise NotificationEventsLostError(_lost(client, table, cursor, gone))
             return
 
 
@@ -162,6 +197,9 @@ class TableLogReader:
     """Reads one table's events from a cursor on, call after call, keeping the mapping of
     transactions to tables (from ``ALLOC_WRITE_ID_EVENT``) between calls.
 
+    :meth:`state` and :meth:`resume` carry a reader from one process to the next (the metastore
+    sensor keeps it in Airflow's task state store between reschedules).
+
     :param table: ``db.table``.
     :param after_event_id: the cursor: the id of the last event already seen.
     :param max_events: events asked per ``get_next_notification`` call.
@@ -170,43 +208,70 @@ class TableLogReader:
     table: str
     after_event_id: int
     max_events: int = PAGE
-    _txns: dict[int, tuple[str, int | None]] = field(default_factory=dict, repr=False)
+    # open transactions seen allocating: this table's write id, or None (another table's)
+    _txns: dict[int, int | None] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.table = ".".join(split_table_name(self.table))
         self.after_event_id = int(self.after_event_id)
 
+    def state(self) -> dict[str, Any]:
+        """The cursor and the open transactions seen allocating, as JSON-ready values."""
+        return {
+            "table": self.table,
+            "after_event_id": self.after_event_id,
+            "write_ids": {str(txn): wid for txn, wid in self._txns.items() if wid is not None},
+            "other_txns": sorted(txn for txn, wid in self._txns.items() if wid is None),
+        }
+
+    @classmethod
+    def resume(cls, state: Mapping[str, Any], max_events: int = PAGE) -> TableLogReader:
+        """The reader a :meth:`state` was taken of.
+
+        :param state: what :meth:`state` returned.
+        :param max_events: events asked per ``get_next_notification`` call.
+        """
+        reader = cls(state["table"], state["after_event_id"], max_events)
+        reader._txns = {int(txn): int(wid) for txn, wid in state.get("write_ids", {}).items()}
+        reader._txns.update(dict.fromkeys(map(int, state.get("other_txns", ())), None))
+        return reader
+
     def read(self, client: MetastoreClient) -> TableLog:
-        """The table's events since the last read (or the cursor); moves the cursor on.
+        """The table's events since the last read (or the cursor); moves the cursor on, only
+        when the whole read succeeded (an error leaves the reader as it was).
 
         :param client: an open client of the metastore.
         """
-        start = self.after_event_id
+        start = cursor = self.after_event_id
+        txns = dict(self._txns)
         committed: list[int] = []
         aborted: list[int] = []
         unmatched: list[int] = []
         alters: list[int] = []
-        for event in events_after(client, start, max_events=self.max_events):
-            self.after_event_id = event.event_id
+        for event in events_after(client, start, max_events=self.max_events, table=self.table):
+            cursor = event.event_id
             message = event.message
             if event.event_type == ALLOC_WRITE_ID:
                 name = f"{message.get('dbName', '')}.{message.get('tableName', '')}".lower()
-                txns = message.get("txnIdList") or ()
-                for txn, write_id in zip(txns, message.get("writeIdList") or (), strict=True):
-                    self._txns[int(txn)] = (name, int(write_id))
+                ours = name == self.table
+                txn_ids = message.get("txnIdList") or ()
+                for txn, wid in zip(txn_ids, message.get("writeIdList") or (), strict=True):
+                    txns[int(txn)] = int(wid) if ours else None
             elif event.event_type in (COMMIT_TXN, ABORT_TXN):
                 txn = int(message.get("txnid", -1))
-                name, write_id = self._txns.pop(txn, (None, None))
-                if name == self.table and write_id is not None:
-                    (committed if event.event_type == COMMIT_TXN else aborted).append(write_id)
-                elif name is None and event.event_type == COMMIT_TXN:
+                if txn in txns:
+                    write_id = txns.pop(txn)
+                    if write_id is not None:
+                        (committed if event.event_type == COMMIT_TXN else aborted).append(write_id)
+                elif event.event_type == COMMIT_TXN:
                     unmatched.append(txn)
             elif event.event_type == ALTER_TABLE and f"{event.db}.{event.table}" == self.table:
                 alters.append(event.event_id)
+        self.after_event_id, self._txns = cursor, txns
         return TableLog(
             table=self.table,
             after_event_id=start,
-            last_event_id=self.after_event_id,
+            last_event_id=cursor,
             committed_write_ids=tuple(sorted(committed)),
             aborted_write_ids=tuple(sorted(aborted)),
             unmatched_commits=tuple(unmatched),

@@ -31,11 +31,7 @@ from airflow.sdk import BaseOperator
 
 from ..hooks.acid import AcidHook
 from ..hooks.metastore import AcidMetastoreHook
-from .task_arguments import whole_number_or_none
-
-
-def _blank(value: Any) -> Any:
-    return None if value is None or (isinstance(value, str) and not value.strip()) else value
+from .task_arguments import mapped_results, none_if_blank, whole_number_or_none
 
 
 class AcidPlanChangesOperator(BaseOperator):
@@ -99,7 +95,7 @@ class AcidPlanChangesOperator(BaseOperator):
         if feed_watermark(out, storage_options=hook.storage_options) is not None:
             return None  # the feed's own watermark
         start = whole_number_or_none(self.from_write_id, "from_write_id")
-        if start is None and _blank(self.start_snapshot_uri):
+        if start is None and none_if_blank(self.start_snapshot_uri):
             snapshot = latest_snapshot(
                 hook.resolve_uri(self.start_snapshot_uri), storage_options=hook.storage_options
             )
@@ -119,21 +115,21 @@ class AcidPlanChangesOperator(BaseOperator):
 
         hook = AcidHook(self.acid_conn_id)
         out = hook.resolve_uri(self.output_uri)
-        table, table_uri = _blank(self.table), _blank(self.table_uri)
+        table, table_uri = none_if_blank(self.table), none_if_blank(self.table_uri)
         metastore = None
         if table:
             metastore = AcidMetastoreHook(
-                _blank(self.metastore_conn_id) or AcidMetastoreHook.default_conn_name
+                none_if_blank(self.metastore_conn_id) or AcidMetastoreHook.default_conn_name
             ).address
         source = open_source(
             hook.resolve_uri(table_uri) if table_uri else None,
             table=table,
             metastore=metastore,
-            write_ids=_blank(self.valid_write_ids),
+            write_ids=none_if_blank(self.valid_write_ids),
             storage_options=hook.storage_options,
         )
         key = self.key.split(",") if isinstance(self.key, str) else (self.key or ())
-        identity = _blank(self.identity_snapshot_uri)
+        identity = none_if_blank(self.identity_snapshot_uri)
         plan = plan_feed(
             source,
             out,
@@ -240,7 +236,8 @@ class AcidCommitChangesOperator(BaseOperator):
 
         hook = AcidHook(self.acid_conn_id)
         results = [
-            r if isinstance(r, Mapping) else json.loads(r) for r in (self.bucket_results or [])
+            r if isinstance(r, Mapping) else json.loads(r)
+            for r in mapped_results(self.bucket_results, "bucket_results")
         ]
         feed = commit_feed(
             hook.resolve_uri(self.output_uri),

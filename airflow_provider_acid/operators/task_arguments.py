@@ -7,6 +7,7 @@ connection); :func:`open_task_source` makes either into the one source every ste
 
 from __future__ import annotations
 
+import json
 import posixpath
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -56,6 +57,35 @@ def whole_number_or_none(value: Any, name: str) -> int | None:
         return int(value)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a whole number, got {value!r}") from None
+
+
+def mapped_results(value: Any, name: str) -> list[Any]:
+    """The results of a mapped task (``parts.output``) as a list, fetched at once.
+
+    Airflow gives them as a lazy sequence: iterating it asks for one XCom at a time, and
+    once more after the last (a 404 the task SDK logs as "XCom not found"); a whole slice of
+    it is one request. Each result is as pushed (a mapping, or its JSON text).
+
+    :param value: the argument: the lazy sequence, a list, its JSON text (a rendered
+        template), or None (no results).
+    :param name: the argument's name, for the error.
+    """
+    if value is None:
+        return []
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            value = None
+        if not isinstance(value, list):
+            raise ValueError(f"{name} must be a list of the mapped task's results") from None
+    if isinstance(value, (bytes, Mapping)):
+        raise ValueError(
+            f"{name} must be a list of the mapped task's results, got {type(value).__name__}"
+        )
+    if isinstance(value, Sequence):
+        return list(value[:])
+    return list(value)
 
 
 def table_arguments(

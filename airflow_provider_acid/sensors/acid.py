@@ -13,6 +13,7 @@ from ..acid.changes import NewDeltaFolder, find_new_delta_folders, parse_kinds
 from ..hooks.acid import AcidHook
 from ..operators import lineage
 from ..operators.lineage import OpenLineageMixin
+from ..operators.task_arguments import whole_number_or_none
 from ..triggers.acid import AcidDeltaTrigger
 
 
@@ -85,13 +86,9 @@ class AcidDeltaSensor(OpenLineageMixin, BaseSensorOperator):
         return lineage.location_lineage(AcidHook(self.acid_conn_id).resolve_uri(self.table_uri))
 
     def _watermark(self) -> int:
-        if self.above_write_id not in (None, ""):
-            try:
-                return int(self.above_write_id)
-            except (TypeError, ValueError):
-                raise ValueError(
-                    f"above_write_id must be a whole number, got {self.above_write_id!r}"
-                ) from None
+        above = whole_number_or_none(self.above_write_id, "above_write_id")
+        if above is not None:
+            return above
         if self.snapshot_uri:
             from ..output import last_committed_write_id
 

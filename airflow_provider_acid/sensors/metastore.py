@@ -13,7 +13,7 @@ from ..engine.watermark import snapshot_watermark
 from ..hooks.acid import AcidHook
 from ..hooks.metastore import AcidMetastoreHook
 from ..metastore.changes import SnapshotWatermark, committed_writes_since
-from ..metastore.client import MetastoreClient
+from ..metastore.client import MetastoreClient, split_table_name
 from ..metastore.notifications import TableLogReader, current_event_id
 from ..operators import lineage
 from ..operators.lineage import OpenLineageMixin
@@ -40,7 +40,12 @@ class AcidMetastoreWriteSensor(OpenLineageMixin, BaseSensorOperator):
     looks, and the trigger, read the log from the cursor and look at the write-id list again
     only when it shows a commit of the table (another table's commit or an abort does not
     count). Its XCom adds ``last_event_id``: the
-    cursor to give the next run as ``after_event_id``.
+    cursor to give the next run as ``after_event_id``. The cursor is kept between looks in
+    every mode: ``mode="poke"`` in the running task, ``mode="reschedule"`` in Airflow's task
+    state store (Airflow 3.3+, per try: each reschedule runs in a new process with the task's
+    XComs cleared; without the store the sensor refuses the mode), ``deferrable`` in the
+    trigger's arguments. A cursor the log has left behind (its time-to-live removed the events
+    after it) fails the task with an error saying so; a retry starts with a first look again.
 
     :param table: ``db.table`` in the metastore.
     :param metastore_conn_id: the ``hive_metastore`` connection.
@@ -104,7 +109,7 @@ class AcidMetastoreWriteSensor(OpenLineageMixin, BaseSensorOperator):
         self.poke_before_defer = poke_before_defer
         self.wait_on = wait_on
         self.after_event_id = after_event_id
-        self._log: TableLogReader | None = None  # poke mode: the log read so far
+        self._memory = _MemoryCursor()  # poke mode: the log's reader between looks
 
     def _since(self) -> SnapshotWatermark:
         above = whole_number_or_none(self.above_write_id, "above_write_id")
@@ -170,22 +175,50 @@ class AcidMetastoreWriteSensor(OpenLineageMixin, BaseSensorOperator):
         found = writes.to_dict() | ({"last_event_id": cursor} if cursor is not None else {})
         return PokeReturnValue(writes.found, self._result(hook.uri, found))
 
+    def _cursor_store(self, context: Any) -> _CursorStore:
+        """Where the log's reader is kept between looks: this object in ``poke`` mode (one
+        process runs every look), Airflow's task state store in ``reschedule`` mode."""
+        if not self.reschedule:
+            return self._memory
+        store = context.get("task_state_store")
+        if store is None:
+            raise AirflowException(
+                f"AcidMetastoreWriteSensor on {self.table}: wait_on='notifications' with "
+                "mode='reschedule' keeps the log's cursor in Airflow's task state store between "
+                "looks, which this Airflow lacks (3.3 has it): use mode='poke', "
+                "deferrable=True, or wait_on='write_ids'"
+            )
+        return _TaskStateCursor(store, context["ti"].try_number)
+
     def poke(self, context: Any) -> PokeReturnValue:
         if self.wait_on != "notifications":
             return self._look(self._since())
-        if self._log is None:  # the first look: the write-id list, and the log's cursor
-            cursor = self._cursor(AcidMetastoreHook(self.metastore_conn_id))
-            self._log = TableLogReader(self.table, cursor)
-            return self._look(self._since(), cursor)
-        with MetastoreClient(AcidMetastoreHook(self.metastore_conn_id).address) as client:
-            log = self._log.read(client)
-        if log.committed_write_ids or log.unmatched_commits:
-            return self._look(self._since(), log.last_event_id)
-        self.log.info("No commit of %s in the log up to event %d", self.table, log.last_event_id)
-        return PokeReturnValue(False)
+        hook = AcidMetastoreHook(self.metastore_conn_id)
+        store = self._cursor_store(context)
+        kept = store.load(hook.uri, self.table)
+        if kept is None:  # the first look: the log's cursor, then the write-id list
+            reader = TableLogReader(self.table, self._cursor(hook))
+            found = self._look(self._since(), reader.after_event_id)
+        else:
+            with MetastoreClient(hook.address) as client:
+                log = kept.read(client)
+            reader = kept
+            if not (log.committed_write_ids or log.unmatched_commits):
+                self.log.info(
+                    "No commit of %s in the log up to event %d", self.table, log.last_event_id
+                )
+                store.save(hook.uri, reader)
+                return PokeReturnValue(False)
+            found = self._look(self._since(), log.last_event_id)
+        if found:
+            store.clear()
+        else:  # kept only now: a failed look reads the same events again at the next one
+            store.save(hook.uri, reader)
+        return found
 
     def execute(self, context: Any) -> Any:
         if not self.deferrable:
+            self._memory = _MemoryCursor()  # this try's; copies of the operator share one
             return super().execute(context)
         since = self._since()
         cursor = None
@@ -214,3 +247,69 @@ class AcidMetastoreWriteSensor(OpenLineageMixin, BaseSensorOperator):
             message = (event or {}).get("message", "the trigger sent no event")
             raise AirflowException(f"AcidMetastoreWriteSensor on {self.table}: {message}")
         return self._result(event["metastore"], event, waited_in="triggerer")
+
+
+# -- where the log's reader is kept between looks ---------------------------------------------
+
+STATE_KEY = "acid_metastore_log"  # the task state store's key (reschedule mode)
+
+
+def _table_name(table: str) -> str:
+    return ".".join(split_table_name(table))
+
+
+class _CursorStore:
+    """Keeps a :class:`TableLogReader` between the sensor's looks."""
+
+    def load(self, metastore: str, table: str) -> TableLogReader | None:
+        """The reader kept for this metastore and table in this try, or None (the first look)."""
+        raise NotImplementedError
+
+    def save(self, metastore: str, reader: TableLogReader) -> None:
+        raise NotImplementedError
+
+    def clear(self) -> None:
+        raise NotImplementedError
+
+
+class _MemoryCursor(_CursorStore):
+    def __init__(self) -> None:
+        self._kept: tuple[str, dict[str, Any]] | None = None
+
+    def load(self, metastore: str, table: str) -> TableLogReader | None:
+        if self._kept is None or self._kept[0] != metastore:
+            return None
+        reader = TableLogReader.resume(self._kept[1])
+        return reader if reader.table == _table_name(table) else None
+
+    def save(self, metastore: str, reader: TableLogReader) -> None:
+        self._kept = (metastore, reader.state())
+
+    def clear(self) -> None:
+        self._kept = None
+
+
+class _TaskStateCursor(_CursorStore):
+    """Airflow's task state store (3.3+): kept across reschedules, which start every look in a
+    new process with the task's XComs cleared. Scoped to the try: a retry, or a cleared task run
+    again, starts with a first look of its own."""
+
+    def __init__(self, store: Any, try_number: int) -> None:
+        self._store = store
+        self._try = int(try_number)
+
+    def load(self, metastore: str, table: str) -> TableLogReader | None:
+        kept = self._store.get(STATE_KEY)
+        if not isinstance(kept, dict) or kept.get("try_number") != self._try:
+            return None
+        reader = TableLogReader.resume(kept["reader"])
+        if kept.get("metastore") != metastore or reader.table != _table_name(table):
+            return None  # the connection or the table changed: start again
+        return reader
+
+    def save(self, metastore: str, reader: TableLogReader) -> None:
+        value = {"try_number": self._try, "metastore": metastore, "reader": reader.state()}
+        self._store.set(STATE_KEY, value)
+
+    def clear(self) -> None:
+        self._store.delete(STATE_KEY)

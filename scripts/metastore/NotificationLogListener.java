@@ -12,7 +12,12 @@
  * DbNotificationListener builds them. Table and partition events are written through the
  * RawStore (inside the metastore's own transaction); transaction events through the direct SQL
  * connection the transaction handler passes (inside its JDBC transaction), as
- * DbNotificationListener does. File lists (for replication) are left out.
+ * DbNotificationListener does. File lists (for replication) are left out. Old events are removed
+ * as DbNotificationListener's cleaner thread removes them: one thread per metastore calls the
+ * RawStore's cleanNotificationEvents and cleanWriteNotificationEvents with
+ * metastore.event.db.listener.timetolive, every metastore.event.db.listener.clean.interval, after
+ * metastore.event.db.listener.clean.startup.wait.interval (repl.cm.enabled's own time-to-live is
+ * left out: no replication here).
  *
  * Compiled by scripts/metastore.py with javac --release 17 against the 4.0.1 jars and enabled with
  * `scripts/metastore.py start --notifications` (metastore.transactional.event.listeners).
@@ -25,14 +30,19 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.Collections;
+import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hive.metastore.HMSHandler;
 import org.apache.hadoop.hive.metastore.MetaStoreEventListenerConstants;
+import org.apache.hadoop.hive.metastore.RawStore;
+import org.apache.hadoop.hive.metastore.RawStoreProxy;
 import org.apache.hadoop.hive.metastore.TransactionalMetaStoreEventListener;
 import org.apache.hadoop.hive.metastore.api.MetaException;
 import org.apache.hadoop.hive.metastore.api.NotificationEvent;
 import org.apache.hadoop.hive.metastore.api.Table;
 import org.apache.hadoop.hive.metastore.api.TxnType;
+import org.apache.hadoop.hive.metastore.conf.MetastoreConf;
+import org.apache.hadoop.hive.metastore.conf.MetastoreConf.ConfVars;
 import org.apache.hadoop.hive.metastore.events.*;
 import org.apache.hadoop.hive.metastore.messaging.EventMessage;
 import org.apache.hadoop.hive.metastore.messaging.EventMessage.EventType;
@@ -40,14 +50,50 @@ import org.apache.hadoop.hive.metastore.messaging.MessageBuilder;
 import org.apache.hadoop.hive.metastore.messaging.MessageEncoder;
 import org.apache.hadoop.hive.metastore.messaging.MessageFactory;
 import org.apache.hadoop.hive.metastore.tools.SQLGenerator;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 public class NotificationLogListener extends TransactionalMetaStoreEventListener {
   private static final String NL_SEQUENCE = "org.apache.hadoop.hive.metastore.model.MNotificationLog";
+  private static final Logger LOG = LoggerFactory.getLogger(NotificationLogListener.class);
+  private static Thread cleaner = null; // one per metastore, as DbNotificationListener's
   private final MessageEncoder encoder;
 
-  public NotificationLogListener(Configuration conf) {
+  public NotificationLogListener(Configuration conf) throws MetaException {
     super(conf);
     encoder = MessageFactory.getDefaultInstance(conf);
+    startCleaner(conf);
+  }
+
+  /** DbNotificationListener.CleanerThread: removes the events older than the time-to-live. */
+  private static synchronized void startCleaner(Configuration conf) throws MetaException {
+    if (cleaner != null) return;
+    RawStore rs = RawStoreProxy.getProxy(conf, conf, MetastoreConf.getVar(conf, ConfVars.RAW_STORE_IMPL));
+    int ttl = (int) Math.min(Integer.MAX_VALUE,
+        MetastoreConf.getTimeVar(conf, ConfVars.EVENT_DB_LISTENER_TTL, TimeUnit.SECONDS));
+    long interval = MetastoreConf.getTimeVar(conf, ConfVars.EVENT_DB_LISTENER_CLEAN_INTERVAL,
+        TimeUnit.MILLISECONDS);
+    long wait = MetastoreConf.getTimeVar(conf,
+        ConfVars.EVENT_DB_LISTENER_CLEAN_STARTUP_WAIT_INTERVAL, TimeUnit.MILLISECONDS);
+    cleaner = new Thread(() -> {
+      LOG.info("notification log cleaner: time-to-live {}s, every {}ms after {}ms", ttl, interval, wait);
+      try {
+        Thread.sleep(wait);
+        while (true) {
+          try {
+            rs.cleanNotificationEvents(ttl);
+            rs.cleanWriteNotificationEvents(ttl);
+          } catch (Exception ex) {
+            LOG.warn("notification log cleaner: " + ex, ex);
+          }
+          Thread.sleep(interval);
+        }
+      } catch (InterruptedException e) {
+        LOG.info("notification log cleaner interrupted; exiting");
+      }
+    }, "DB-Notification-Cleaner");
+    cleaner.setDaemon(true);
+    cleaner.start();
   }
 
   private NotificationEvent event(EventType type, EventMessage msg, String db, String table) {

@@ -58,7 +58,7 @@ def expected(writer) -> list[tuple]:
     )
 
 
-def test_materialisation_dag_runs_end_to_end_and_reruns_idempotently(airflow_db, tmp_path):
+def test_materialisation_dag_runs_end_to_end_and_reruns_idempotently(airflow_db, tmp_path, capfd):
     writer = generate_demo_table(str(tmp_path / "table"), rows_per_bucket=500, seed=3)
     out = tmp_path / "snapshots"
     dag = load_dag("acid_snapshot_materialisation")
@@ -76,6 +76,8 @@ def test_materialisation_dag_runs_end_to_end_and_reruns_idempotently(airflow_db,
     )
     assert record["pruning"]["slices_total"] == 8
     assert record["compaction"]["rows_written"] == len(expected(writer))
+    # the commit fetched the 8 results as one slice, not one by one and a 404 after the last
+    assert "XCom not found" not in "".join(capfd.readouterr())
 
     rerun = dag.test(run_conf=conf, logical_date=logical_date)
     assert rerun.state == "success", states(rerun)

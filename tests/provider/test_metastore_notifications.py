@@ -14,35 +14,42 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from airflow.sdk.exceptions import TaskDeferred
+from airflow.sdk.exceptions import AirflowException, TaskDeferred
 from airflow.sdk.module_loading import import_string
+from metastore_fixtures import EVENT_TTL_SECONDS
 from test_example_dags import xcom
 from test_metastore_sensor import Table, connection, first_event, thrift_table
 from test_snapshot_tasks import register
 
-from airflow_provider_acid.metastore import MetastoreClient, NotificationLogError
+from airflow_provider_acid.metastore import (
+    MetastoreClient,
+    NotificationEventsLostError,
+    NotificationLogError,
+)
 from airflow_provider_acid.metastore.notifications import (
     TableLogReader,
     current_event_id,
     events_after,
     table_log_since,
 )
+from airflow_provider_acid.sensors import metastore as sensor_module
 from airflow_provider_acid.sensors.metastore import AcidMetastoreWriteSensor
 from airflow_provider_acid.testing.metastore_tables import drop_database
 from airflow_provider_acid.triggers import metastore as trigger_module
 from airflow_provider_acid.triggers.metastore import AcidMetastoreWriteTrigger
 
 
-@pytest.fixture
-def tables(notifications_metastore_uri: str, tmp_path: Path) -> Iterator[tuple[Table, Table]]:
-    """Two ACID tables, ``ms_<8 hex>.events`` and ``.others``, in the log's metastore."""
+@contextmanager
+def two_tables(uri: str, tmp_path: Path) -> Iterator[tuple[Table, Table]]:
+    """Two ACID tables, ``ms_<8 hex>.events`` and ``.others``, in the metastore at ``uri``."""
     db = f"ms_{uuid.uuid4().hex[:8]}"
     warehouse = "file:" + str(tmp_path / "wh")
-    with MetastoreClient(notifications_metastore_uri) as client:
+    with MetastoreClient(uri) as client:
         client.create_database(db, managed_location=warehouse)
         made = []
         for name in ("events", "others"):
@@ -51,13 +58,20 @@ def tables(notifications_metastore_uri: str, tmp_path: Path) -> Iterator[tuple[T
         try:
             yield made[0], made[1]
         finally:
-            with MetastoreClient(notifications_metastore_uri) as cleanup:
+            with MetastoreClient(uri) as cleanup:
                 still_open = set(cleanup.get_open_txns().open_txns or ())
                 for table in made:
                     for txn in table.txns.values():
                         if txn in still_open:
                             cleanup.abort_txn(txn)
                 drop_database(cleanup, db)
+
+
+@pytest.fixture
+def tables(notifications_metastore_uri: str, tmp_path: Path) -> Iterator[tuple[Table, Table]]:
+    """Two ACID tables, ``ms_<8 hex>.events`` and ``.others``, in the log's metastore."""
+    with two_tables(notifications_metastore_uri, tmp_path) as made:
+        yield made
 
 
 @pytest.fixture
@@ -332,3 +346,176 @@ def test_under_dag_test_the_deferred_sensor_fires_in_the_triggerer_on_the_log(
     assert result["write_ids"] == [pending] and result["watermark"] == watermark
     assert result["metastore"] == notifications_metastore_uri
     assert result["last_event_id"] == current_event_id(events.client)
+
+
+# -- the cursor between looks, and a cursor the log has left behind -------------------------
+
+
+def test_a_reader_resumed_from_its_state_keeps_its_cursor_and_allocations(tables):
+    events, others = tables
+    client = events.client
+    reader = TableLogReader(events.name, current_event_id(client))
+    pending, other_pending = events.begin(), others.begin()
+    reader.read(client)  # both allocations read; neither committed yet
+    state = json.loads(json.dumps(reader.state()))  # as the task state store keeps it
+    assert state["after_event_id"] == current_event_id(client)
+    assert state["write_ids"] == {str(events.txns[pending]): pending}
+    assert state["other_txns"] == [others.txns[other_pending]]
+    events.commit(pending)
+    others.commit(other_pending)
+    log = TableLogReader.resume(state).read(client)
+    assert log.committed_write_ids == (pending,) and log.unmatched_commits == ()
+    # Without the kept allocations both commits are unmatched (a look at the write-id list).
+    fresh = TableLogReader(events.name, state["after_event_id"]).read(client)
+    assert fresh.committed_write_ids == ()
+    assert fresh.unmatched_commits == (events.txns[pending], others.txns[other_pending])
+
+
+def test_a_cursor_beyond_the_logs_newest_event_is_an_error(tables):
+    events, _ = tables
+    newest = current_event_id(events.client)
+    reader = TableLogReader(events.name, newest + 1000)
+    with pytest.raises(NotificationEventsLostError, match=f"newest event is {newest}") as lost:
+        reader.read(events.client)
+    assert events.name in str(lost.value) and f"cursor {newest + 1000}" in str(lost.value)
+
+
+def test_a_cursor_the_logs_cleaner_has_left_behind_is_an_error_naming_table_and_cursor(
+    expiring_log_metastore_uri, tmp_path, monkeypatch
+):
+    endpoint = urlsplit(expiring_log_metastore_uri)
+    conn_id = connection(monkeypatch, endpoint.hostname, endpoint.port)
+    with two_tables(expiring_log_metastore_uri, tmp_path) as (events, others):
+        client = events.client
+        cursor = current_event_id(client)
+        reader = TableLogReader(events.name, cursor)
+        written = events.committed()  # OPEN_TXN, ALLOC_WRITE_ID_EVENT, COMMIT_TXN
+        newest = current_event_id(client)
+        assert newest == cursor + 3
+        # The listener's cleaner (Hive's RawStore.cleanNotificationEvents) removes them after
+        # EVENT_TTL_SECONDS; the log's newest id stays.
+        deadline = time.monotonic() + EVENT_TTL_SECONDS + 30
+        while client.next_notifications(cursor, 10) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert client.next_notifications(cursor, 10) == []
+        assert current_event_id(client) == newest
+
+        with pytest.raises(NotificationEventsLostError) as lost:
+            reader.read(client)  # nothing after the cursor any more, and nothing newer
+        message = str(lost.value)
+        assert f"cursor {cursor} (of {events.name})" in message
+        assert f"events {cursor + 1} to {newest} are no longer in it" in message
+        assert "after_event_id" in message and "timetolive" in message
+        assert reader.after_event_id == cursor  # an error leaves the reader as it was
+
+        others.committed()  # newer events, after the removed ones
+        with pytest.raises(NotificationEventsLostError, match=f"events {cursor + 1} to "):
+            reader.read(client)
+
+        # The trigger reports it (the deferred sensor then fails the task with it), not a
+        # wait that never ends; the write-id list would have shown the write.
+        trigger = AcidMetastoreWriteTrigger(
+            events.name, conn_id, written - 1, poll_interval=0.1, wait_on="notifications",
+            after_event_id=cursor,
+        )  # fmt: skip
+        event = first_event(trigger, 10)
+        assert event is not None and event.payload["status"] == "error", event
+        assert "NotificationEventsLostError" in event.payload["message"]
+        assert f"cursor {cursor} (of {events.name})" in event.payload["message"]
+
+
+def test_a_rescheduled_sensor_without_the_task_state_store_refuses_the_mode(tables, log_conn):
+    events, _ = tables
+    sensor = AcidMetastoreWriteSensor(
+        task_id="r", table=events.name, metastore_conn_id=log_conn, wait_on="notifications",
+        mode="reschedule",
+    )  # fmt: skip
+    with pytest.raises(AirflowException, match="mode='reschedule'.*task state store") as refused:
+        sensor.poke({})  # what Airflow 3.2 gives: no task_state_store in the context
+    assert events.name in str(refused.value) and "deferrable=True" in str(refused.value)
+
+
+@pytest.mark.parametrize("mode", ["reschedule", "poke"])
+def test_under_dag_test_the_sensor_reads_the_log_from_its_cursor_between_pokes(
+    mode, airflow_db, tables, notifications_metastore_uri, log_conn, tmp_path, monkeypatch
+):
+    """Each reschedule runs a new copy of the operator, with the task's XComs cleared: the
+    cursor and the allocations read survive in Airflow's task state store (``poke`` mode keeps
+    them in the running task). The write-id list is looked at twice: at the first poke and
+    after the table's commit, never for another table's commit or an abort."""
+    from airflow.models.task_state_store import TaskStateStoreModel
+    from airflow.sdk import DAG
+    from airflow.utils.session import create_session
+
+    events, others = tables
+    watermark = events.committed()  # before the sensor: at the watermark, so it never counts
+    looks: list[str] = []
+    reads: list = []
+    real_look, real_read = sensor_module.committed_writes_since, TableLogReader.read
+
+    def look(*args, **kwargs):  # the sensor's real look at the write-id list, counted
+        looks.append(args[1])
+        return real_look(*args, **kwargs)
+
+    def read(self, client):  # the sensor's real read of the log, kept
+        log = real_read(self, client)
+        reads.append(log)
+        return log
+
+    monkeypatch.setattr(sensor_module, "committed_writes_since", look)
+    monkeypatch.setattr(TableLogReader, "read", read)
+    dag_id = f"metastore_sensor_log_{mode}"
+    with DAG(dag_id=dag_id, schedule=None) as dag:
+        AcidMetastoreWriteSensor(
+            task_id="wait", table=events.name, metastore_conn_id=log_conn,
+            above_write_id=watermark, wait_on="notifications", mode=mode, poke_interval=1,
+            timeout=120,
+        )  # fmt: skip
+
+    def read_past(event_id: int, reads_after: int = 1) -> bool:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if sum(log.last_event_id >= event_id for log in reads) >= reads_after:
+                return True
+            time.sleep(0.1)
+        return False
+
+    kept: list = []
+    pending: list[int] = []
+
+    def later() -> None:  # after the first poke: another table's commit, an abort, then ours
+        if not read_past(0):
+            return
+        others.committed()
+        events.aborted()
+        pending.append(events.begin())  # allocated in one poke's read, committed in a later
+        if not read_past(current_event_id(events.client), reads_after=2):
+            return
+        with create_session() as session:
+            kept.extend(session.query(TaskStateStoreModel.value).filter_by(dag_id=dag_id))
+        events.commit(pending[0])
+
+    writer = threading.Thread(target=later, daemon=True)
+    writer.start()
+    run = register(dag, tmp_path).test()
+    writer.join()
+    (ti,) = run.get_task_instances()
+    assert ti.state == "success"
+    result = xcom(run, "wait")
+    assert result["write_ids"] == pending and result["watermark"] == watermark
+    assert result["waited_in"] == "worker"
+    assert result["last_event_id"] == current_event_id(events.client)
+    assert looks == [events.name] * 2  # the first poke, and after the commit: not in between
+    assert len(reads) >= 3
+    assert all(not log.committed_write_ids and not log.unmatched_commits for log in reads[:-1])
+    assert any(log.aborted_write_ids for log in reads[:-1])
+    # The commit is mapped through an allocation read at an earlier poke: kept between pokes.
+    assert reads[-1].committed_write_ids == tuple(pending) and reads[-1].unmatched_commits == ()
+    if mode == "reschedule":
+        (value,) = (json.loads(row.value) for row in kept)
+        assert value["try_number"] == ti.try_number
+        assert value["reader"]["write_ids"] == {str(events.txns[pending[0]]): pending[0]}
+        with create_session() as session:  # and gone once the sensor found the write
+            assert session.query(TaskStateStoreModel).filter_by(dag_id=dag_id).count() == 0
+    else:
+        assert kept == []  # poke mode keeps it in the task, not in the store

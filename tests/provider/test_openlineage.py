@@ -485,7 +485,10 @@ def test_airflow_providers_get_shows_connections_operators_triggers_and_links(tm
         kind: [m for entry in info[kind] for m in entry["python-modules"]]
         for kind in ("operators", "sensors", "triggers", "hooks")
     }
-    assert "airflow_provider_acid.operators.acid" in modules["operators"]
+    assert {
+        "airflow_provider_acid.operators.acid",
+        "airflow_provider_acid.operators.pruning",
+    } <= set(modules["operators"])
     assert set(modules["sensors"]) >= {
         "airflow_provider_acid.sensors.acid",
         "airflow_provider_acid.sensors.metastore",
