@@ -43,6 +43,7 @@ from .bulk import (
     cut,
     each_repeated,
     filled,
+    lines,
     new_data_files,
     new_slices,
     new_views,
@@ -69,8 +70,9 @@ from .writeids import RangeValidity, ValidTxnList, ValidWriteIdList
 
 #: A partition laid out as one resolved before: (partition, its files, its folder with ``/``).
 _Alike = tuple[Partition, Sequence[StoredFile], str]
-#: A partition to add: (partition, its files, its folder, its layout if known, its paths).
-_Added = tuple[Partition, Sequence[StoredFile], str, tuple[str, ...] | None, list[str]]
+#: A partition to add: (partition, its files, its folder, its layout if known, its paths,
+#: whether they are known to lie below its folder).
+_Added = tuple[Partition, Sequence[StoredFile], str, tuple[str, ...] | None, list[str], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,9 +218,10 @@ class Resolver:
         prefix: str,
         layout: tuple[str, ...] | None = None,
         paths: list[str] | None = None,
+        below: bool = True,
         sized: bool = False,
     ) -> bool:
-        """Take ``partition`` to resolve, whose files (every file of it, in listing order, all
+        """Take ``partition`` to resolve, whose files (every file of it, in listing order,
         below ``prefix``, which ends with ``/``) are ``files``. False when it is not resolved
         on its own here (files in folders of other partitions, entries that cannot be placed,
         a layout Hive's rules refuse, empty files): the caller resolves it the plain way.
@@ -232,12 +235,16 @@ class Resolver:
         :param prefix: its folder.
         :param layout: the files' paths relative to ``prefix``, when known.
         :param paths: the files' paths, when known.
+        :param below: the files are known to lie below ``prefix`` (else it is checked where
+            it matters: a file elsewhere sends the partition the plain way).
         :param sized: no file is known to be empty."""
         if not sized and 0 in map(SIZE_OF, files):
             return False  # empty files are no data; rare, so left to the plain way
         if paths is None:
             paths = list(map(PATH_OF, files))
         if layout is None and not self._given_up():
+            if not below and not all(map(str.startswith, paths, repeat(prefix))):
+                return False
             layout = tuple(map(getitem, paths, repeat(slice(len(prefix), None))))
         if layout is not None:
             template = self.templates.get(layout, False)
@@ -269,7 +276,7 @@ class Resolver:
         return True
 
     def add_many(self, items: Sequence[_Added], sized: bool = False) -> list[bool]:
-        """``add`` each of ``items`` (partition, files, prefix, layout, paths: ``add``'s
+        """``add`` each of ``items`` (partition, files, prefix, layout, paths, below: ``add``'s
         arguments), in order: whether each is resolved here.
 
         Partitions in a row that only their shape can place (their layout not known, layouts
@@ -289,13 +296,15 @@ class Resolver:
                 while end < most and items[end][3] is None:
                     end += 1
             if end - at < 2:
-                taken.append(add(*items[at], sized))
+                taken.append(add(*items[at], sized=sized))
                 at += 1
                 continue
             row = items[at:end]
-            partitions, listed, prefixes, _, paths = zip(*row, strict=True)
+            partitions, listed, prefixes, _, paths, _ = zip(*row, strict=True)
             matched = self.shaped.take_many(partitions, listed, prefixes, paths)
-            taken += [done or add(*item, sized) for done, item in zip(matched, row, strict=True)]
+            taken += [
+                done or add(*item, sized=sized) for done, item in zip(matched, row, strict=True)
+            ]
             at = end
         return taken
 
@@ -329,11 +338,13 @@ class Resolver:
 @dataclass(slots=True)
 class _Run:
     """A partition's files in a listing: its spans (start, end), and while it has one, the
-    paths of its files relative to it (its layout: see ``Resolver.add``)."""
+    paths of its files relative to it (its layout: see ``Resolver.add``); whether each of its
+    files is known to lie below its folder."""
 
     partition: Partition
     spans: list[tuple[int, int]]
     layout: tuple[str, ...] | None
+    below: bool
 
 
 #: Runs in a row laid out otherwise than the one before, after which no more are compared.
@@ -362,7 +373,7 @@ def _partition_runs(root: str, paths: list[str]) -> tuple[dict[str, _Run], list[
         values = []
         if path.startswith(prefix):
             for name in path[cut:].split("/")[:-1]:  # the folders, from the table's down
-                parsed = parse_partition_component(name)
+                parsed = parse_partition_component(name) if "=" in name else None
                 if parsed is None:
                     break
                 components.append(name)
@@ -378,20 +389,24 @@ def _partition_runs(root: str, paths: list[str]) -> tuple[dict[str, _Run], list[
         if (
             before is None
             or (end < n and paths[end].startswith(folder))
-            or paths[i:end] != list(map(add, repeat(folder), before))
+            or lines(paths[i:end]) != folder + f"\n{folder}".join(before)
         ):
             end = i + length  # as many files as the run before, if so
+            # Where no layout is taken from the run, whether each of its paths lies below
+            # its folder is left to what uses it (Resolver.add, folder_shapes.matching).
+            checked = before is not None
             if not (
                 length
                 and end <= n
                 and paths[end - 1].startswith(folder)
                 and (end == n or not paths[end].startswith(folder))
-                and all(map(str.startswith, paths[i:end], repeat(folder)))
+                and (not checked or all(map(str.startswith, paths[i:end], repeat(folder))))
             ):
                 end = bisect_left(paths, folder[:-1] + "0", i)  # "0" follows "/"
                 below = list(map(str.startswith, paths[i:end], repeat(folder)))
                 if not all(below):  # a listing out of order
                     end = i + below.index(False)
+                checked = True
             layout = None
             if before is not None:
                 misses += 1
@@ -402,13 +417,15 @@ def _partition_runs(root: str, paths: list[str]) -> tuple[dict[str, _Run], list[
                         map(getitem, paths[i:end], repeat(slice(len(folder), None)))
                     )
         else:
-            misses = 0
+            misses, checked = 0, True
         run = runs.get(folder)
         if run is None:  # Partition.from_components, with the names parsed already
-            runs[folder] = _Run(Partition(partition_path, tuple(values)), [(i, end)], layout)
+            partition = Partition(partition_path, tuple(values))
+            runs[folder] = _Run(partition, [(i, end)], layout, checked)
         else:
             run.spans.append((i, end))
             run.layout = None
+            run.below = run.below and checked
         length, i = end - i, end
     return runs, others
 
@@ -436,7 +453,7 @@ def resolve_listing(
         else:
             in_partition = [f for start, end in spans for f in files[start:end]]
             paths = list(map(PATH_OF, in_partition))
-        items.append((run.partition, in_partition, folder, run.layout, paths))
+        items.append((run.partition, in_partition, folder, run.layout, paths, run.below))
     for run, added in zip(runs.values(), resolver.add_many(items, sized), strict=True):
         if added:
             taken.add(run.partition.path)

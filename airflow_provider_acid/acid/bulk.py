@@ -77,6 +77,18 @@ def cut(items: list[Any], lengths: tuple[int, ...], times: int) -> Iterator[tupl
     return map(tuple, map(islice, repeat(consumed), islice(cycle(lengths), len(lengths) * times)))
 
 
+def lines(paths: Sequence[str]) -> str | None:
+    """``paths`` joined by line breaks, when none of them holds one (else None): one string
+    to compare instead of each path. Lists of paths, as many each, are equal when their lines
+    are (and are not None), and so are a list of paths and the lines of as many pieces joined
+    by line breaks, piece for path.
+
+    :param paths: the paths.
+    """
+    text = "\n".join(paths)
+    return text if text.count("\n") == len(paths) - 1 else None
+
+
 def each_repeated(values: Iterable[Any], times: int) -> Iterator[Any]:
     """Each of ``values`` ``times`` over: a, a, b, b, ...
 

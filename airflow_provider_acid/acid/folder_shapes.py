@@ -12,13 +12,14 @@ found in a few C-level passes over all of them instead of a few dozen Python ste
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain, compress, cycle, repeat
 from operator import add, eq, getitem, le, lt
 
-from .bulk import each_repeated, filled, taker
+from .bulk import each_repeated, filled, lines, taker
 from .names import (
     BASE_DIR_SETTERS,
     DELTA_DIR_SETTERS,
@@ -40,10 +41,12 @@ class Shape:
     firsts: Callable[[Sequence[str]], tuple[str, ...]]
     #: The length of each folder's first file's name, with its ``/``.
     tails: tuple[int, ...]
-    #: Each folder's path (with ``/``) -> the folder path of each file.
-    folder_of_file: Callable[[Sequence[str]], tuple[str, ...]]
     #: Each file's name in its folder.
     names: tuple[str, ...]
+    #: Each folder's path (with ``/``), then ``separated`` -> the pieces of ``text``.
+    pieces: Callable[[Sequence[str]], tuple[str, ...]]
+    #: Each file's name, with the line break after it (the last one's without).
+    separated: tuple[str, ...]
     #: By the length of a partition's folder: the slices of its folders' names out of paths.
     cuts: dict[int, tuple[slice, ...]]
 
@@ -56,13 +59,25 @@ class Shape:
         :param names: each file's name.
         """
         firsts = [folder_of_file.index(k) for k in range(max(folder_of_file) + 1)]
+        width = len(firsts)
+        # each file's folder path, then its name (with its line break) after the folder paths
+        pieces = chain.from_iterable((k, width + j) for j, k in enumerate(folder_of_file))
         return cls(
             firsts=taker(tuple(firsts)),
             tails=tuple(len(names[k]) + 1 for k in firsts),
-            folder_of_file=taker(folder_of_file),
             names=names,
+            pieces=taker(tuple(pieces)),
+            separated=(*(f"{name}\n" for name in names[:-1]), names[-1]),
             cuts={},
         )
+
+    def text(self, folder_paths: tuple[str, ...]) -> str:
+        """The paths of a partition of this shape whose folders' paths (with ``/``) are
+        ``folder_paths``, joined by line breaks (what ``lines`` gives for its listing).
+
+        :param folder_paths: each folder's path, with its ``/``.
+        """
+        return "".join(self.pieces(folder_paths + self.separated))
 
     def cuts_at(self, length: int) -> tuple[slice, ...]:
         """The slices of a partition's folders' names out of its files' paths, when its
@@ -85,8 +100,8 @@ class Shape:
         joined = "/".join(folders)
         if joined.count("/") != len(folders) - 1 or len(set(folders)) != len(folders):
             return None  # a folder nested in another, or two folders of the shape one here
-        folder_paths = list(map(add, repeat(prefix), map(add, folders, repeat("/"))))
-        if list(map(add, self.folder_of_file(folder_paths), self.names)) != paths:
+        folder_paths = tuple(map(add, repeat(prefix), map(add, folders, repeat("/"))))
+        if lines(paths) != self.text(folder_paths):
             return None
         return folders, joined
 
@@ -110,6 +125,7 @@ def shape_key(paths: list[str], prefix: str) -> tuple[tuple[int, ...], tuple[str
 #: A skeleton's digits: ASCII ones as ``#`` (others stay as they are, making skeletons of
 #: their own), so that names with numbers of the same widths have the same skeleton.
 DIGITS_HIDDEN = str.maketrans("0123456789", "#" * 10)
+_DIGIT_RUNS = re.compile("[0-9]+")
 
 
 def name_tokens(joined: str) -> list[str]:
@@ -283,6 +299,9 @@ class Target:
     #: so: the one below the other, or equal.
     below: tuple[tuple[int | None, int], ...]
     ties: tuple[tuple[int | None, int | None], ...]
+    #: The numbers are the names' runs of ASCII digits, one for one (the names are ASCII and
+    #: hold no ``#``): so are those of any names of the same skeleton text.
+    runs_are_numbers: bool = False
 
     @classmethod
     def of(
@@ -322,6 +341,7 @@ class Target:
         of_value = (None, *write_ids)
         order = sorted(range(len(ranks)), key=ranks.__getitem__)
         pairs = list(zip(order, order[1:], strict=False))
+        runs = [m.span() for m in _DIGIT_RUNS.finditer(joined)]
         return cls(
             shape,
             skeleton,
@@ -333,12 +353,18 @@ class Target:
             tuple(zip(positions(skeleton.statements), statements, strict=True)),
             below=tuple((of_value[a], of_value[b]) for a, b in pairs if ranks[a] < ranks[b]),
             ties=tuple((of_value[a], of_value[b]) for a, b in pairs if ranks[a] == ranks[b]),
+            runs_are_numbers=joined.isascii()
+            and "#" not in joined
+            and runs == [(place.start, place.stop) for place in numbers],
         )
 
 
 #: ASCII digits as ``#`` in UTF-8 (whose other characters' bytes are all above 127):
 #: ``s.translate(DIGITS_HIDDEN).encode() == s.encode().translate(DIGITS_HIDDEN_BYTES)``.
 DIGITS_HIDDEN_BYTES = bytes.maketrans(b"0123456789", b"#" * 10)
+#: Every byte but ASCII digits and ``#`` as a space: what is left of names are their runs of
+#: digits (and of digits and ``#``, which ``int`` refuses).
+RUNS_KEPT_BYTES = bytes(c if c in b"0123456789#" else 32 for c in range(256))
 
 
 def matching(
@@ -377,9 +403,11 @@ def matching(
     joined = list(map("/".join, named))
     folder_paths = map(add, each_repeated(folders_of, width), map(add, folders, repeat("/")))
     by_partition = zip(*[folder_paths] * width, strict=True)
-    of_files = chain.from_iterable(map(shape.folder_of_file, by_partition))
-    expected = map(add, of_files, cycle(shape.names))
-    encoded = map(str.encode, joined, repeat("utf-8"), repeat("surrogatepass"))
+    # each partition's paths as the shape spells them, and as listed, one string each (what
+    # Shape.text and bulk.lines give, in passes over all partitions)
+    expected = map("".join, map(shape.pieces, map(add, by_partition, repeat(shape.separated))))
+    texts = list(map("\n".join, listed))
+    encoded = list(map(str.encode, joined, repeat("utf-8"), repeat("surrogatepass")))
     shaped = list(
         map(
             all,
@@ -392,17 +420,21 @@ def matching(
                     map(bytes.translate, encoded, repeat(DIGITS_HIDDEN_BYTES)),
                     repeat(target.hidden),
                 ),
-                map(eq, zip(*[expected] * files, strict=True), map(tuple, listed)),
+                map(eq, expected, texts),
+                map(eq, map(str.count, texts, repeat("\n")), repeat(files - 1)),
                 strict=True,
             ),
         )
     )
-    at, named, joined = (list(compress(c, shaped)) for c in (at, named, joined))
+    at, named, joined, encoded = (list(compress(c, shaped)) for c in (at, named, joined, encoded))
     if not at:
         return matched
     places = target.places
     try:
-        flat = list(map(int, map(getitem, each_repeated(joined, len(places)), cycle(places))))
+        if target.runs_are_numbers:  # all the numbers of all the names, in one pass
+            flat = list(map(int, b" ".join(encoded).translate(RUNS_KEPT_BYTES).split()))
+        if not target.runs_are_numbers or len(flat) != len(at) * len(places):
+            flat = list(map(int, map(getitem, each_repeated(joined, len(places)), cycle(places))))
     except ValueError:  # a "#" in a name: left to find, one partition at a time
         return matched
     step = len(places)

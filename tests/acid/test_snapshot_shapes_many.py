@@ -98,3 +98,49 @@ def test_partitions_that_do_not_match_the_last_template_go_one_at_a_time():
     result, finds, _ = resolve_counting_finds(files, write_ids)
     assert result == plainly(files, write_ids)
     assert finds < 200
+
+
+def test_a_file_of_another_partition_among_a_partitions_files_is_no_file_of_its_shape():
+    # After layouts are given up, the listing's runs are taken to hold as many files as the
+    # run before without each path being compared with their folder: the matching does. A
+    # file of dt=0250 in a folder named as dt=0200's lies among dt=0200's files, where
+    # dt=0200's own file would be: dt=0200 and dt=0250 go the plain way, and each keeps its
+    # own files (dt=0250's folder of old writes is obsolete under its base).
+    files = compacted(300)
+    at = 200 * 16 + 5  # dt=0200's second file of bucket 1
+    own = files[at]
+    files[at] = StoredFile(own.path.replace("/dt=0200/", "/dt=0250/"), own.size, own.version)
+    result, _, _ = resolve_counting_finds(files)
+    assert result == plainly(files)
+    by_path = {p.partition.path: p for p in result[0]}
+    assert files[at] not in [f.file for s in by_path["dt=0200"].slices for f in s.files]
+    assert [e.path for e in by_path["dt=0250"].excluded] == [files[at].path.rsplit("/", 1)[0]]
+
+
+def test_a_hash_sign_for_a_digit_among_partitions_matched_together_gives_the_plain_result():
+    # A "#" where a folder name has a digit is no number (no delta: its files are originals,
+    # obsolete under the base), yet its name has the skeleton of the others, and the matching
+    # reads the numbers of all the names of its batch in one pass: two partitions, one with a
+    # "#" inside a write id,
+    # one with a whole write id of them (as many numbers in the batch as without them), must
+    # come out as the plain way makes them, and so must the partitions between them.
+    def folder_of(p):
+        names = list(folders(p))
+        if p == 200:
+            names[1] = names[1].replace("2002", "20#2")
+        if p == 230:
+            names[2] = names[2].replace("0002303", "#######")
+        return tuple(names)
+
+    files = compacted(300, folder_of)
+    result, _, _ = resolve_counting_finds(files)
+    assert result == plainly(files)
+    by_path = {p.partition.path: p for p in result[0]}
+    assert {e.detail for e in by_path["dt=0200"].excluded} == {
+        "original file covered by base_0002001"
+    }
+    assert [d.path for d in by_path["dt=0200"].deltas] == [
+        "/t/dt=0200/delta_0002003_0002004_0001",
+        "/t/dt=0200/delete_delta_0002005_0002005_0000",
+    ]
+    assert by_path["dt=0199"].deltas[1].folder.max_write_id == 1994

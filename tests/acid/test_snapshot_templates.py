@@ -206,3 +206,29 @@ def test_metastore_partitions_laid_out_alike_are_made_as_the_plain_way_makes_the
     by_listing = resolve_files(root, list_table_files(fs, root))
     assert by_locations.partitions == by_listing.partitions[:-1]  # dt=5/h=1 is no partition
     assert [u.path for u in by_locations.unrecognised] == [f"{root}/dt=5/h=1"]
+
+
+def test_a_file_of_another_partition_among_a_partitions_files_is_never_made_its_own():
+    # Two layouts in turn: the listing's runs soon stop being compared with the run before,
+    # while each partition's layout is still looked up. Among dt=090's files lies one of
+    # dt=200 whose path, cut at dt=090's folder, is dt=090's own layout's: dt=090 must not be
+    # made from that template with dt=200's file in it.
+    layouts = [
+        [f"base_0000004/bucket_0000{b}" for b in range(3)],
+        [f"delta_0000002_0000002_0000/bucket_0000{b}" for b in range(3)],
+    ]
+    files = [
+        StoredFile(f"{ROOT}/dt={p:03d}/{relative}", 10, f"v{p}")
+        for p in range(100)
+        for relative in layouts[p % 2]
+    ]
+    at = 90 * 3 + 1
+    files[at] = StoredFile(f"{ROOT}/dt=200/{layouts[0][1]}", 10, "v200")
+    partitions, unrecognised = resolved(files)
+    assert (partitions, unrecognised) == plainly(files)
+    by_path = {p.partition.path: p for p in partitions}
+    assert [f.path for s in by_path["dt=090"].slices for f in s.files] == [
+        f"{ROOT}/dt=090/{layouts[0][0]}",
+        f"{ROOT}/dt=090/{layouts[0][2]}",
+    ]
+    assert [f.path for s in by_path["dt=200"].slices for f in s.files] == [files[at].path]
