@@ -100,8 +100,9 @@ class _Group:
         """This group of each slice of ``count`` partitions, from their files."""
         if not self.kinds:
             return repeat((), count * len(self.lengths))
-        stored = list(chain.from_iterable(map(self.take, listed)))
-        data_files = new_data_files(stored, cycle(self.bucket_ids), cycle(self.kinds))
+        stored = chain.from_iterable(map(self.take, listed))
+        files = len(self.kinds) * count
+        data_files = new_data_files(stored, cycle(self.bucket_ids), cycle(self.kinds), files)
         return cut(data_files, self.lengths, count)
 
 

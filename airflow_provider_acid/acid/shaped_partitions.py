@@ -97,9 +97,10 @@ class _Group:
         their folders."""
         if not self.bucket_ids:
             return repeat((), count * len(self.lengths))
-        stored = list(chain.from_iterable(map(self.take, listed)))
+        stored = chain.from_iterable(map(self.take, listed))
         kinds_of_files = chain.from_iterable(map(self.kind_of, kinds))
-        data_files = new_data_files(stored, cycle(self.bucket_ids), kinds_of_files)
+        files = len(self.bucket_ids) * count
+        data_files = new_data_files(stored, cycle(self.bucket_ids), kinds_of_files, files)
         return cut(data_files, self.lengths, count)
 
 
