@@ -418,12 +418,30 @@ def matching(
     ]
     folder_paths = [list(map(add, folders_of, column)) for column in names]
     wrong: set[int] = set()  # of the partitions, by position among them
+    hidden = target.hidden.split(b"/")
+    encoded: list[bytes | None] = []
+    # Where no folder (nor its name in the shape, nor the partition's folder) holds a line
+    # break, what the shape spells for a file position is its paths joined by line breaks, and
+    # holds as many line breaks as the join puts in: a column of paths equal to it holds no
+    # other, so each path is the one spelt. Elsewhere the paths are compared one by one.
+    unbroken = "\n".join(folders_of).count("\n") == count - 1
+    for k, column in enumerate(names):
+        text = "\n".join(column)
+        encoded.append(text.encode("utf-8", "surrogatepass"))
+        if not (
+            text.count("/") == 0
+            and encoded[k].translate(DIGITS_HIDDEN_BYTES) == b"\n".join(repeat(hidden[k], count))
+        ):  # a skeleton's names hold neither "/" nor line breaks
+            wrong.update(_differing(map(_skeleton_of, column), repeat(hidden[k])))
+            encoded[k] = None
     for j, (k, name) in enumerate(zip(shape.folder_of_file, shape.names, strict=True)):
         listed = flat[j::files]
         text = "\n".join(listed)
         spelt = f"/{name}\n".join(folder_paths[k])
         if not (
-            text.count("\n") == count - 1
+            unbroken
+            and encoded[k] is not None
+            and "\n" not in name
             and len(text) == len(spelt) + len(name) + 1
             and text.startswith(spelt)
             and text.endswith(name)
@@ -431,17 +449,6 @@ def matching(
         ):
             tail = "/" + name
             wrong.update(_differing(listed, map(add, folder_paths[k], repeat(tail))))
-    hidden = target.hidden.split(b"/")
-    encoded = []
-    for k, column in enumerate(names):
-        text = "\n".join(column)
-        encoded.append(text.encode("utf-8", "surrogatepass"))
-        if not (
-            text.count("/") == 0
-            and encoded[k].translate(DIGITS_HIDDEN_BYTES) == b"\n".join(repeat(hidden[k], count))
-        ):
-            wrong.update(_differing(map(_skeleton_of, column), repeat(hidden[k])))
-            encoded[k] = None
     for a, b in _alike_pairs(hidden):  # two folders of the shape one here
         wrong.update(compress(range(count), map(eq, names[a], names[b])))
     if wrong:
