@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain, compress, repeat
 from itertools import count as count_from
-from operator import add, eq, getitem, le, lt, ne
+from operator import add, eq, getitem, le, lt, ne, sub
 
 from .bulk import filled, lines, taker
 from .names import (
@@ -373,9 +373,38 @@ DIGITS_HIDDEN_BYTES = bytes.maketrans(b"0123456789", b"#" * 10)
 RUNS_KEPT_BYTES = bytes(c if c in b"0123456789#" else 32 for c in range(256))
 
 
+@dataclass(frozen=True, slots=True)
+class ListingSpans:
+    """Partitions' paths as spans of one listing's: partition ``k``'s are
+    ``listing[starts[k]:ends[k]]`` (no list of them made for each)."""
+
+    listing: list[str]
+    starts: Sequence[int]
+    ends: Sequence[int]
+
+
+def _file_columns(
+    paths: Sequence[list[str]] | ListingSpans, at: list[int], files: int
+) -> Callable[[int], list[str]]:
+    """``j -> the j-th path of each partition at`` ``at`` (each with ``files`` paths): slices of
+    the listing where those partitions follow one another in it, else of their paths
+    joined in one list."""
+    if isinstance(paths, ListingSpans):
+        listing = paths.listing
+        first = list(map(paths.starts.__getitem__, at))
+        start, stop = first[0], first[0] + len(at) * files
+        if first == list(range(start, stop, files)):
+            return lambda j: listing[start + j : stop : files]
+        cuts = map(slice, first, map(add, first, repeat(files)))
+        flat = list(chain.from_iterable(map(listing.__getitem__, cuts)))
+    else:
+        flat = list(chain.from_iterable(map(paths.__getitem__, at)))
+    return lambda j: flat[j::files]
+
+
 def matching(
     target: Target,
-    paths: Sequence[list[str]],
+    paths: Sequence[list[str]] | ListingSpans,
     prefixes: Sequence[str],
     lists: ValidWriteIdList,
     txns: ValidTxnList | None,
@@ -394,7 +423,8 @@ def matching(
     partitions are compared one by one, and only those that differ are left out.
 
     :param target: what to match.
-    :param paths: each partition's files' paths, in listing order.
+    :param paths: each partition's files' paths, in listing order (or their spans of the
+        listing's).
     :param prefixes: each partition's folder, with its trailing ``/``.
     :param lists: the reader's write-id list.
     :param txns: the reader's transaction list, if any.
@@ -402,18 +432,22 @@ def matching(
     """
     shape = target.shape
     files = len(shape.names)
-    matched: list[tuple[tuple[str, ...], tuple[int, ...]] | None] = [None] * len(paths)
-    at = list(compress(range(len(paths)), map(files.__eq__, map(len, paths))))
+    if isinstance(paths, ListingSpans):
+        lengths = list(map(sub, paths.ends, paths.starts))
+    else:
+        lengths = list(map(len, paths))
+    matched: list[tuple[tuple[str, ...], tuple[int, ...]] | None] = [None] * len(lengths)
+    at = list(compress(range(len(lengths)), map(files.__eq__, lengths)))
     if not at:
         return matched
     count = len(at)
-    flat = list(chain.from_iterable(map(paths.__getitem__, at)))  # file after file
+    column_of = _file_columns(paths, at, files)  # each file position's paths
     folders_of = list(map(prefixes.__getitem__, at))
     starts = list(map(len, folders_of))
     # each folder position's names and paths (with the partition's folder), partition after
     # partition, cut out of its first file's path
     names = [
-        list(map(getitem, flat[first::files], map(slice, starts, repeat(-tail))))
+        list(map(getitem, column_of(first), map(slice, starts, repeat(-tail))))
         for first, tail in zip(shape.first_files, shape.tails, strict=True)
     ]
     folder_paths = [list(map(add, folders_of, column)) for column in names]
@@ -435,7 +469,7 @@ def matching(
             wrong.update(_differing(map(_skeleton_of, column), repeat(hidden[k])))
             encoded[k] = None
     for j, (k, name) in enumerate(zip(shape.folder_of_file, shape.names, strict=True)):
-        listed = flat[j::files]
+        listed = column_of(j)
         text = "\n".join(listed)
         spelt = f"/{name}\n".join(folder_paths[k])
         if not (

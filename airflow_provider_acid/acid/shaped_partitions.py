@@ -45,6 +45,7 @@ from .bulk import (
 )
 from .folder_shapes import (
     DIGITS_HIDDEN,
+    ListingSpans,
     Shape,
     Skeleton,
     Target,
@@ -322,7 +323,7 @@ class ShapedPartitions:
         partitions: Sequence[Partition],
         listed: Sequence[Sequence[StoredFile]],
         prefixes: Sequence[str],
-        paths: Sequence[list[str]],
+        paths: Sequence[list[str]] | ListingSpans,
     ) -> list[bool]:
         """Take, of many partitions in a row, those that ``find`` would find to make from
         the template last taken (shaped, named and ordered as its partition), found together
@@ -332,7 +333,7 @@ class ShapedPartitions:
         :param partitions: the partitions.
         :param listed: each one's files, in listing order.
         :param prefixes: each one's folder, with its trailing ``/``.
-        :param paths: each one's files' paths.
+        :param paths: each one's files' paths (or their spans of the listing's).
         """
         if self.target is None:  # none taken yet, or its numbers not placed
             return [False] * len(partitions)
