@@ -468,7 +468,7 @@ def resolve_listing(
     :param resolver: the resolver holding the write-id and transaction lists and the templates.
     """
     all_paths = list(map(PATH_OF, files))
-    sized = 0 not in map(SIZE_OF, files)  # else each partition is looked at
+    sized = all(map(SIZE_OF, files))  # no file empty; else each partition is looked at
     runs, plain = _partition_runs(root, all_paths)
     taken: set[str] = set()
     items: list[_Added] = []
