@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import chain, cycle, repeat
-from operator import add, itemgetter
+from itertools import chain, compress, cycle, repeat
+from operator import add, is_not, itemgetter
 
 from .bulk import (
     NAME_OF,
@@ -339,14 +339,13 @@ class ShapedPartitions:
             return [False] * len(partitions)
         target, template = self.target
         matched = matching(target, paths, prefixes, self.write_ids, self.txns, self._exceptions)
-        self.alike[id(template)][1].extend(
-            (partition, files, prefix, *found)
-            for partition, files, prefix, found in zip(
-                partitions, listed, prefixes, matched, strict=True
-            )
-            if found is not None
-        )
-        return [found is not None for found in matched]
+        taken = list(map(is_not, matched, repeat(None)))
+        found = list(compress(matched, taken))
+        if found:
+            names, numbers = zip(*found, strict=True)
+            made = (compress(column, taken) for column in (partitions, listed, prefixes))
+            self.alike[id(template)][1].extend(zip(*made, names, numbers, strict=True))
+        return taken
 
     def learn(
         self,
