@@ -297,14 +297,17 @@ class Resolver:
         :param listing: the listing's paths, which ``spans`` are of.
         :param spans: each item's paths as a span (start, end) of ``listing``, or None; an
             item with a span may have no paths (None): they are not copied out of the
-            listing where they are matched together."""
+            listing where they are matched together (an item with neither has its paths read
+            from its files)."""
 
         def given(k: int) -> _Added:  # item k, with its paths
             item = items[k]
             span = spans[k] if spans is not None else None
-            if item[4] is None and span is not None and listing is not None:
+            if item[4] is not None:
+                return item
+            if span is not None and listing is not None:
                 return (*item[:4], listing[span[0] : span[1]], item[5])
-            return item
+            return (*item[:4], list(map(PATH_OF, item[1])), item[5])
 
         taken: list[bool] = []
         add = self.add
