@@ -49,6 +49,7 @@ from .bulk import (
     new_views,
     taker,
 )
+from .folder_shapes import ListingSpans
 from .listing import StoredFile
 from .listing_groups import group_listing
 from .names import BaseDir, DeltaDir
@@ -70,9 +71,9 @@ from .writeids import RangeValidity, ValidTxnList, ValidWriteIdList
 
 #: A partition laid out as one resolved before: (partition, its files, its folder with ``/``).
 _Alike = tuple[Partition, Sequence[StoredFile], str]
-#: A partition to add: (partition, its files, its folder, its layout if known, its paths,
-#: whether they are known to lie below its folder).
-_Added = tuple[Partition, Sequence[StoredFile], str, tuple[str, ...] | None, list[str], bool]
+#: A partition to add: (partition, its files, its folder, its layout if known, its paths if
+#: known, whether they are known to lie below its folder).
+_Added = tuple[Partition, Sequence[StoredFile], str, tuple[str, ...] | None, list[str] | None, bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,8 +101,9 @@ class _Group:
         """This group of each slice of ``count`` partitions, from their files."""
         if not self.kinds:
             return repeat((), count * len(self.lengths))
-        stored = list(chain.from_iterable(map(self.take, listed)))
-        data_files = new_data_files(stored, cycle(self.bucket_ids), cycle(self.kinds))
+        stored = chain.from_iterable(map(self.take, listed))
+        files = len(self.kinds) * count
+        data_files = new_data_files(stored, cycle(self.bucket_ids), cycle(self.kinds), files)
         return cut(data_files, self.lengths, count)
 
 
@@ -275,7 +277,13 @@ class Resolver:
         self.resolved.append(snapshot)
         return True
 
-    def add_many(self, items: Sequence[_Added], sized: bool = False) -> list[bool]:
+    def add_many(
+        self,
+        items: Sequence[_Added],
+        sized: bool = False,
+        listing: list[str] | None = None,
+        spans: Sequence[tuple[int, int] | None] | None = None,
+    ) -> list[bool]:
         """``add`` each of ``items`` (partition, files, prefix, layout, paths, below: ``add``'s
         arguments), in order: whether each is resolved here.
 
@@ -285,7 +293,22 @@ class Resolver:
         used (``ShapedPartitions.take_many``); those that do not match it are added one by one.
 
         :param items: the partitions' ``add`` arguments.
-        :param sized: no file of theirs is known to be empty."""
+        :param sized: no file of theirs is known to be empty.
+        :param listing: the listing's paths, which ``spans`` are of.
+        :param spans: each item's paths as a span (start, end) of ``listing``, or None; an
+            item with a span may have no paths (None): they are not copied out of the
+            listing where they are matched together (an item with neither has its paths read
+            from its files)."""
+
+        def given(k: int) -> _Added:  # item k, with its paths
+            item = items[k]
+            span = spans[k] if spans is not None else None
+            if item[4] is not None:
+                return item
+            if span is not None and listing is not None:
+                return (*item[:4], listing[span[0] : span[1]], item[5])
+            return (*item[:4], list(map(PATH_OF, item[1])), item[5])
+
         taken: list[bool] = []
         add = self.add
         at, count = 0, len(items)
@@ -296,14 +319,21 @@ class Resolver:
                 while end < most and items[end][3] is None:
                     end += 1
             if end - at < 2:
-                taken.append(add(*items[at], sized=sized))
+                taken.append(add(*given(at), sized=sized))
                 at += 1
                 continue
-            row = items[at:end]
-            partitions, listed, prefixes, _, paths, _ = zip(*row, strict=True)
+            partitions, listed, prefixes, _, _, _ = zip(*items[at:end], strict=True)
+            row_spans = spans[at:end] if spans is not None else None
+            paths: Sequence[list[str]] | ListingSpans
+            if listing is not None and row_spans is not None and None not in row_spans:
+                starts, ends = zip(*row_spans, strict=True)  # type: ignore[misc]
+                paths = ListingSpans(listing, starts, ends)
+            else:
+                paths = [given(k)[4] for k in range(at, end)]  # type: ignore[misc]
             matched = self.shaped.take_many(partitions, listed, prefixes, paths)
             taken += [
-                done or add(*item, sized=sized) for done, item in zip(matched, row, strict=True)
+                done or add(*given(k), sized=sized)
+                for done, k in zip(matched, range(at, end), strict=True)
             ]
             at = end
         return taken
@@ -441,20 +471,25 @@ def resolve_listing(
     :param resolver: the resolver holding the write-id and transaction lists and the templates.
     """
     all_paths = list(map(PATH_OF, files))
-    sized = 0 not in map(SIZE_OF, files)  # else each partition is looked at
+    sized = all(map(SIZE_OF, files))  # no file empty; else each partition is looked at
     runs, plain = _partition_runs(root, all_paths)
     taken: set[str] = set()
     items: list[_Added] = []
+    one_span: list[tuple[int, int] | None] = []  # the paths of those are taken from all_paths
     for folder, run in runs.items():
         spans = run.spans
+        paths: list[str] | None = None
         if len(spans) == 1:
             start, end = spans[0]
-            in_partition, paths = files[start:end], all_paths[start:end]
+            in_partition = files[start:end]
+            one_span.append(spans[0])
         else:
             in_partition = [f for start, end in spans for f in files[start:end]]
             paths = list(map(PATH_OF, in_partition))
+            one_span.append(None)
         items.append((run.partition, in_partition, folder, run.layout, paths, run.below))
-    for run, added in zip(runs.values(), resolver.add_many(items, sized), strict=True):
+    added_all = resolver.add_many(items, sized, all_paths, one_span)
+    for run, added in zip(runs.values(), added_all, strict=True):
         if added:
             taken.add(run.partition.path)
         else:

@@ -119,15 +119,22 @@ def filled(
 
 
 def new_data_files(
-    stored: list[StoredFile], bucket_ids: Iterable[int], kinds: Iterable[FileKind]
+    stored: Iterable[StoredFile],
+    bucket_ids: Iterable[int],
+    kinds: Iterable[FileKind],
+    count: int | None = None,
 ) -> list[DataFile]:
     """A data file for each of ``stored``, with its bucket id and kind in turn.
 
-    :param stored: the files.
+    :param stored: the files (a list, or ``count`` of them at least).
     :param bucket_ids: each one's bucket id.
     :param kinds: each one's kind.
+    :param count: how many, when ``stored`` is no list: it is then not copied into one (a
+        pass over every file fewer).
     """
-    return filled(DataFile, len(stored), DATA_FILE_SETTERS, (stored, bucket_ids, kinds))
+    if count is None:
+        count = len(stored)  # type: ignore[arg-type]
+    return filled(DataFile, count, DATA_FILE_SETTERS, (stored, bucket_ids, kinds))
 
 
 def new_slices(

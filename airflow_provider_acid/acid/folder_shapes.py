@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import chain, compress, cycle, repeat
-from operator import add, eq, getitem, le, lt
+from itertools import chain, compress, repeat
+from itertools import count as count_from
+from operator import add, eq, getitem, le, lt, ne, sub
 
-from .bulk import each_repeated, filled, lines, taker
+from .bulk import filled, lines, taker
 from .names import (
     BASE_DIR_SETTERS,
     DELTA_DIR_SETTERS,
@@ -49,6 +50,9 @@ class Shape:
     separated: tuple[str, ...]
     #: By the length of a partition's folder: the slices of its folders' names out of paths.
     cuts: dict[int, tuple[slice, ...]]
+    #: Each folder's first file (by position), and each file's folder.
+    first_files: tuple[int, ...] = ()
+    folder_of_file: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, folder_of_file: tuple[int, ...], names: tuple[str, ...]) -> Shape:
@@ -69,6 +73,8 @@ class Shape:
             pieces=taker(tuple(pieces)),
             separated=(*(f"{name}\n" for name in names[:-1]), names[-1]),
             cuts={},
+            first_files=tuple(firsts),
+            folder_of_file=folder_of_file,
         )
 
     def text(self, folder_paths: tuple[str, ...]) -> str:
@@ -367,9 +373,38 @@ DIGITS_HIDDEN_BYTES = bytes.maketrans(b"0123456789", b"#" * 10)
 RUNS_KEPT_BYTES = bytes(c if c in b"0123456789#" else 32 for c in range(256))
 
 
+@dataclass(frozen=True, slots=True)
+class ListingSpans:
+    """Partitions' paths as spans of one listing's: partition ``k``'s are
+    ``listing[starts[k]:ends[k]]`` (no list of them made for each)."""
+
+    listing: list[str]
+    starts: Sequence[int]
+    ends: Sequence[int]
+
+
+def _file_columns(
+    paths: Sequence[list[str]] | ListingSpans, at: list[int], files: int
+) -> Callable[[int], list[str]]:
+    """``j -> the j-th path of each partition at`` ``at`` (each with ``files`` paths): slices of
+    the listing where those partitions follow one another in it, else of their paths
+    joined in one list."""
+    if isinstance(paths, ListingSpans):
+        listing = paths.listing
+        first = list(map(paths.starts.__getitem__, at))
+        start, stop = first[0], first[0] + len(at) * files
+        if first == list(range(start, stop, files)):
+            return lambda j: listing[start + j : stop : files]
+        cuts = map(slice, first, map(add, first, repeat(files)))
+        flat = list(chain.from_iterable(map(listing.__getitem__, cuts)))
+    else:
+        flat = list(chain.from_iterable(map(paths.__getitem__, at)))
+    return lambda j: flat[j::files]
+
+
 def matching(
     target: Target,
-    paths: Sequence[list[str]],
+    paths: Sequence[list[str]] | ListingSpans,
     prefixes: Sequence[str],
     lists: ValidWriteIdList,
     txns: ValidTxnList | None,
@@ -378,82 +413,157 @@ def matching(
     """For each of many partitions: its folders' names and their numbers when it matches
     ``target`` (its files in the target's shape, its folders' names of its skeleton, its write
     ids in the same order and its statements the same) and the reader sees every write of it,
-    as ``ShapedPartitions.find`` would find it; else None. Each check is a pass over all of
-    them (over one number of each, for the numbers').
+    as ``ShapedPartitions.find`` would find it; else None.
+
+    The checks are made by column, over all the partitions at once: the paths of each file
+    position (the first file of every partition, the second ...) joined by line breaks and
+    compared with what the shape spells from the partitions' folders, in one comparison; the
+    names of each folder position joined likewise, their digits hidden, compared with the
+    skeleton's; their numbers read in one pass. Where a column does not compare equal, its
+    partitions are compared one by one, and only those that differ are left out.
 
     :param target: what to match.
-    :param paths: each partition's files' paths, in listing order.
+    :param paths: each partition's files' paths, in listing order (or their spans of the
+        listing's).
     :param prefixes: each partition's folder, with its trailing ``/``.
     :param lists: the reader's write-id list.
     :param txns: the reader's transaction list, if any.
     :param exceptions: the list's open and aborted write ids, sorted.
     """
-    shape, skeleton = target.shape, target.skeleton
-    files, width = len(shape.names), len(shape.tails)
-    matched: list[tuple[tuple[str, ...], tuple[int, ...]] | None] = [None] * len(paths)
-    at = list(compress(range(len(paths)), map(files.__eq__, map(len, paths))))
+    shape = target.shape
+    files = len(shape.names)
+    if isinstance(paths, ListingSpans):
+        lengths = list(map(sub, paths.ends, paths.starts))
+    else:
+        lengths = list(map(len, paths))
+    matched: list[tuple[tuple[str, ...], tuple[int, ...]] | None] = [None] * len(lengths)
+    at = list(compress(range(len(lengths)), map(files.__eq__, lengths)))
     if not at:
         return matched
-    listed = list(map(paths.__getitem__, at))
+    count = len(at)
+    column_of = _file_columns(paths, at, files)  # each file position's paths
     folders_of = list(map(prefixes.__getitem__, at))
-    cuts_at = {length: shape.cuts_at(length) for length in set(map(len, folders_of))}
-    cuts = chain.from_iterable(map(cuts_at.__getitem__, map(len, folders_of)))
-    folders = list(map(getitem, chain.from_iterable(map(shape.firsts, listed)), cuts))
-    named = list(zip(*[iter(folders)] * width, strict=True))
-    joined = list(map("/".join, named))
-    folder_paths = map(add, each_repeated(folders_of, width), map(add, folders, repeat("/")))
-    by_partition = zip(*[folder_paths] * width, strict=True)
-    # each partition's paths as the shape spells them, and as listed, one string each (what
-    # Shape.text and bulk.lines give, in passes over all partitions)
-    expected = map("".join, map(shape.pieces, map(add, by_partition, repeat(shape.separated))))
-    texts = list(map("\n".join, listed))
-    encoded = list(map(str.encode, joined, repeat("utf-8"), repeat("surrogatepass")))
-    shaped = list(
-        map(
-            all,
-            zip(
-                # no folder nested in another, no two folders of the shape one here
-                map(eq, map(str.count, joined, repeat("/")), repeat(width - 1)),
-                map(eq, map(len, map(set, named)), repeat(width)),
-                map(
-                    eq,
-                    map(bytes.translate, encoded, repeat(DIGITS_HIDDEN_BYTES)),
-                    repeat(target.hidden),
-                ),
-                map(eq, expected, texts),
-                map(eq, map(str.count, texts, repeat("\n")), repeat(files - 1)),
-                strict=True,
-            ),
-        )
-    )
-    at, named, joined, encoded = (list(compress(c, shaped)) for c in (at, named, joined, encoded))
-    if not at:
+    starts = list(map(len, folders_of))
+    # each folder position's names and paths (with the partition's folder), partition after
+    # partition, cut out of its first file's path
+    names = [
+        list(map(getitem, column_of(first), map(slice, starts, repeat(-tail))))
+        for first, tail in zip(shape.first_files, shape.tails, strict=True)
+    ]
+    folder_paths = [list(map(add, folders_of, column)) for column in names]
+    wrong: set[int] = set()  # of the partitions, by position among them
+    hidden = target.hidden.split(b"/")
+    encoded: list[bytes | None] = []
+    # Where no folder (nor its name in the shape, nor the partition's folder) holds a line
+    # break, what the shape spells for a file position is its paths joined by line breaks, and
+    # holds as many line breaks as the join puts in: a column of paths equal to it holds no
+    # other, so each path is the one spelt. Elsewhere the paths are compared one by one.
+    unbroken = "\n".join(folders_of).count("\n") == count - 1
+    for k, column in enumerate(names):
+        text = "\n".join(column)
+        encoded.append(text.encode("utf-8", "surrogatepass"))
+        if not (
+            text.count("/") == 0
+            and encoded[k].translate(DIGITS_HIDDEN_BYTES) == b"\n".join(repeat(hidden[k], count))
+        ):  # a skeleton's names hold neither "/" nor line breaks
+            wrong.update(_differing(map(_skeleton_of, column), repeat(hidden[k])))
+            encoded[k] = None
+    for j, (k, name) in enumerate(zip(shape.folder_of_file, shape.names, strict=True)):
+        listed = column_of(j)
+        text = "\n".join(listed)
+        spelt = f"/{name}\n".join(folder_paths[k])
+        if not (
+            unbroken
+            and encoded[k] is not None
+            and "\n" not in name
+            and len(text) == len(spelt) + len(name) + 1
+            and text.startswith(spelt)
+            and text.endswith(name)
+            and text[len(spelt)] == "/"
+        ):
+            tail = "/" + name
+            wrong.update(_differing(listed, map(add, folder_paths[k], repeat(tail))))
+    for a, b in _alike_pairs(hidden):  # two folders of the shape one here
+        wrong.update(compress(range(count), map(eq, names[a], names[b])))
+    if wrong:
+        kept = [k not in wrong for k in range(count)]
+        at = list(compress(at, kept))
+        if not at:
+            return matched
+        count = len(at)
+        names = [list(compress(column, kept)) for column in names]
+        encoded = [None] * len(names)
+    numbers = _numbers(target, names, encoded, count)
+    if numbers is None:  # a "#" in a name: left to find, one partition at a time
         return matched
-    places = target.places
-    try:
-        if target.runs_are_numbers:  # all the numbers of all the names, in one pass
-            flat = list(map(int, b" ".join(encoded).translate(RUNS_KEPT_BYTES).split()))
-        if not target.runs_are_numbers or len(flat) != len(at) * len(places):
-            flat = list(map(int, map(getitem, each_repeated(joined, len(places)), cycle(places))))
-    except ValueError:  # a "#" in a name: left to find, one partition at a time
-        return matched
-    step = len(places)
-
-    def column(position: int | None) -> Iterable[int]:
-        return flat[position::step] if position is not None else repeat(0)
-
-    checks = [map(le, column(k), repeat(lists.high_watermark)) for k in target.write_ids]
-    checks += (map(lt, column(k), repeat(lists.min_open_write_id)) for k in target.bases)
+    step = len(numbers)
+    column = numbers.__getitem__
+    zero = repeat(0)
+    high, low = lists.high_watermark, lists.min_open_write_id
+    checks = [map(le, column(k), repeat(high)) for k in target.write_ids]
+    checks += (map(lt, column(k), repeat(low)) for k in target.bases)
     checks += (map(eq, column(k), repeat(value)) for k, value in target.statements)
-    checks += (map(lt, column(a), column(b)) for a, b in target.below)
-    checks += (map(eq, column(a), column(b)) for a, b in target.ties)
-    numbers = list(zip(*[iter(flat)] * step, strict=True))
+    checks += (map(lt, zero if a is None else column(a), column(b)) for a, b in target.below)
+    checks += (
+        map(eq, zero if a is None else column(a), zero if b is None else column(b))
+        for a, b in target.ties
+    )
+    by_partition = list(zip(*numbers, strict=True)) if step else [()] * count
     if exceptions:
-        checks.append(map(no_exception_within, repeat(skeleton), numbers, repeat(exceptions)))
+        checks.append(
+            map(no_exception_within, repeat(target.skeleton), by_partition, repeat(exceptions))
+        )
     if txns is not None:
         checks += (map(txns.is_valid, column(k)) for k in target.transactions)
-    seen = map(all, zip(*checks, strict=True))
-    for k, names, runs, whole in zip(at, named, numbers, seen, strict=True):
+    seen = map(all, zip(*checks, strict=True))  # a folder has a write id: never no check
+    named = zip(*names, strict=True)
+    for k, folder_names, runs, whole in zip(at, named, by_partition, seen, strict=True):
         if whole:
-            matched[k] = (names, runs)
+            matched[k] = (folder_names, runs)
     return matched
+
+
+def _differing(listed: Iterable[object], expected: Iterable[object]) -> Iterator[int]:
+    """The positions where ``listed`` and ``expected`` differ."""
+    return compress(count_from(), map(ne, listed, expected))
+
+
+def _skeleton_of(name: str) -> bytes:
+    """A folder name's digits hidden, encoded (``/`` and line breaks kept: no skeleton's)."""
+    return name.encode("utf-8", "surrogatepass").translate(DIGITS_HIDDEN_BYTES)
+
+
+def _alike_pairs(hidden: Sequence[bytes]) -> Iterator[tuple[int, int]]:
+    """The pairs of folder positions whose names have the same skeleton (so may be one)."""
+    for a, first in enumerate(hidden):
+        for b in range(a + 1, len(hidden)):
+            if hidden[b] == first:
+                yield a, b
+
+
+def _numbers(
+    target: Target, names: list[list[str]], encoded: list[bytes | None], count: int
+) -> list[list[int]] | None:
+    """The numbers of ``count`` partitions' folders' names (``names`` by folder position, each
+    column's text encoded where known), by their position among a partition's numbers: each
+    a column over the partitions. None when one is no number (a ``#`` in a name)."""
+    places = target.places
+    try:
+        if target.runs_are_numbers:  # a folder position's numbers in one pass
+            by_folder = []
+            for k, column in enumerate(names):
+                text = encoded[k]
+                if text is None:
+                    text = "\n".join(column).encode("utf-8", "surrogatepass")
+                runs = list(map(int, text.translate(RUNS_KEPT_BYTES).split()))
+                per = len(runs) // count
+                if len(runs) != per * count:
+                    break
+                by_folder += (runs[i::per] for i in range(per))
+            else:
+                if len(by_folder) == len(places):
+                    return by_folder
+        joined = list(map("/".join, zip(*names, strict=True)))
+        return [list(map(int, map(getitem, joined, repeat(place)))) for place in places]
+    except ValueError:
+        return None

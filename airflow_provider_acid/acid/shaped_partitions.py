@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import chain, cycle, repeat
-from operator import add, itemgetter
+from itertools import chain, compress, cycle, repeat
+from operator import add, is_not, itemgetter
 
 from .bulk import (
     NAME_OF,
@@ -45,6 +45,7 @@ from .bulk import (
 )
 from .folder_shapes import (
     DIGITS_HIDDEN,
+    ListingSpans,
     Shape,
     Skeleton,
     Target,
@@ -97,9 +98,10 @@ class _Group:
         their folders."""
         if not self.bucket_ids:
             return repeat((), count * len(self.lengths))
-        stored = list(chain.from_iterable(map(self.take, listed)))
+        stored = chain.from_iterable(map(self.take, listed))
         kinds_of_files = chain.from_iterable(map(self.kind_of, kinds))
-        data_files = new_data_files(stored, cycle(self.bucket_ids), kinds_of_files)
+        files = len(self.bucket_ids) * count
+        data_files = new_data_files(stored, cycle(self.bucket_ids), kinds_of_files, files)
         return cut(data_files, self.lengths, count)
 
 
@@ -321,7 +323,7 @@ class ShapedPartitions:
         partitions: Sequence[Partition],
         listed: Sequence[Sequence[StoredFile]],
         prefixes: Sequence[str],
-        paths: Sequence[list[str]],
+        paths: Sequence[list[str]] | ListingSpans,
     ) -> list[bool]:
         """Take, of many partitions in a row, those that ``find`` would find to make from
         the template last taken (shaped, named and ordered as its partition), found together
@@ -331,20 +333,19 @@ class ShapedPartitions:
         :param partitions: the partitions.
         :param listed: each one's files, in listing order.
         :param prefixes: each one's folder, with its trailing ``/``.
-        :param paths: each one's files' paths.
+        :param paths: each one's files' paths (or their spans of the listing's).
         """
         if self.target is None:  # none taken yet, or its numbers not placed
             return [False] * len(partitions)
         target, template = self.target
         matched = matching(target, paths, prefixes, self.write_ids, self.txns, self._exceptions)
-        self.alike[id(template)][1].extend(
-            (partition, files, prefix, *found)
-            for partition, files, prefix, found in zip(
-                partitions, listed, prefixes, matched, strict=True
-            )
-            if found is not None
-        )
-        return [found is not None for found in matched]
+        taken = list(map(is_not, matched, repeat(None)))
+        found = list(compress(matched, taken))
+        if found:
+            names, numbers = zip(*found, strict=True)
+            made = (compress(column, taken) for column in (partitions, listed, prefixes))
+            self.alike[id(template)][1].extend(zip(*made, names, numbers, strict=True))
+        return taken
 
     def learn(
         self,

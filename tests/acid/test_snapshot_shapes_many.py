@@ -144,3 +144,27 @@ def test_a_hash_sign_for_a_digit_among_partitions_matched_together_gives_the_pla
         "/t/dt=0200/delete_delta_0002005_0002005_0000",
     ]
     assert by_path["dt=0199"].deltas[1].folder.max_write_id == 1994
+
+
+def test_line_breaks_in_paths_among_partitions_matched_together_give_the_plain_result():
+    # The matching compares each file position's paths of all the partitions at once, joined
+    # by line breaks: paths holding line breaks (a file name, a folder name, a partition's
+    # folder) must leave out their partitions only, as the plain way resolves them, and the
+    # partitions between them must come out as made.
+    def folder_of(p):
+        names = list(folders(p))
+        if p == 210:
+            names[1] = names[1].replace("_0000", "\n0000")
+        return tuple(names)
+
+    files = compacted(300, folder_of)
+    at = 220 * 16 + 5
+    files[at] = StoredFile(files[at].path + "\nx", 10)
+    files = [
+        StoredFile(f.path.replace("/dt=0240/", "/dt=02\n40/"), f.size, f.version) for f in files
+    ]
+    files.sort(key=lambda f: f.path)
+    result, _, resolver = resolve_counting_finds(files)
+    assert result == plainly(files)
+    made = sum(len(alike) for _, alike in resolver.shaped.alike.values())
+    assert made > 290  # the others made from the template
