@@ -29,6 +29,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from .hive_types import HiveType
 from .orc_prefix import prefix_view
+from .orc_prefix_file import prefix_file
 from .orc_stripe_stats import StripeStatistics, integer_bounds, read_stripe_statistics
 from .orc_timestamps import TRINO_WRITER, read_rows, read_stripe
 from .ranged_reads import open_data_file, open_data_files
@@ -207,21 +208,49 @@ class OpenFile:
         :param timestamp_unit: the unit of the timestamps outside the ``ns`` range.
         """
         assert self.orc is not None
-        try:
-            opener = prefix_view(self._reopen, self.orc, index, rows)
-            if opener is None:
-                return None
-            with opener() as view:
-                batch = read_stripe(
-                    pa_orc.ORCFile(view), opener, 0, columns, timestamp_unit, self.trino_written
-                )
-        except FORMAT_ERRORS as exc:
-            raise AcidFormatError(f"{self.path}: unreadable data ({exc})") from None
+        batch = self._prefix_file_rows(index, columns, rows, timestamp_unit)
+        if batch is None:
+            try:
+                opener = prefix_view(self._reopen, self.orc, index, rows)
+                if opener is None:
+                    return None
+                with opener() as view:
+                    batch = read_stripe(
+                        pa_orc.ORCFile(view), opener, 0, columns, timestamp_unit, self.trino_written
+                    )
+            except FORMAT_ERRORS as exc:
+                raise AcidFormatError(f"{self.path}: unreadable data ({exc})") from None
         if batch.num_rows != rows:
             raise AcidFormatError(
                 f"{self.path}: stripe {index} gave {batch.num_rows} of {rows} rows"
             )
         return batch
+
+    def _prefix_file_rows(
+        self, index: int, columns: list[str], rows: int, timestamp_unit: str
+    ) -> pa.RecordBatch | None:
+        """The first ``rows`` rows of stripe ``index`` read from a file of their streams'
+        first bytes only (:mod:`.orc_prefix_file`), the bytes read growing until they hold the
+        rows; None when that file is not made, or would inflate past the first compression
+        blocks (the caller then reads a view of the file's own stripe)."""
+        assert self.orc is not None
+        try:
+            prefix = prefix_file(self._reopen, self.orc, index, rows, columns)
+        except FORMAT_ERRORS:
+            return None
+        while prefix is not None:
+            try:
+                opener = prefix.opener()
+                with opener() as view:
+                    batch = read_stripe(
+                        pa_orc.ORCFile(view), opener, 0, columns, timestamp_unit, self.trino_written
+                    )
+            except FORMAT_ERRORS:
+                if not prefix.grow():
+                    return None
+                continue
+            return batch if batch.num_rows == rows else None
+        return None
 
     def rows_of(
         self, columns: Sequence[str], first: int, count: int, timestamp_unit: str = "us"
