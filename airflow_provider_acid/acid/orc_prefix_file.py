@@ -37,7 +37,7 @@ from .protobuf_fields import ProtobufError, encoded, message_fields, varint
 _FOOTER_STRIPES, _FOOTER_TYPES, _FOOTER_ROWS, _FOOTER_STATISTICS = 3, 4, 6, 7
 _FOOTER_HEADER_LENGTH, _FOOTER_CONTENT_LENGTH, _FOOTER_ENCRYPTION = 1, 2, 10
 _STRIPE_OFFSET, _STRIPE_INDEX, _STRIPE_DATA, _STRIPE_FOOTER, _STRIPE_ROWS = 1, 2, 3, 4, 5
-_TYPE_SUBTYPES, _TYPE_NAMES = 2, 3
+_TYPE_KIND, _TYPE_SUBTYPES, _TYPE_NAMES = 1, 2, 3
 _SFOOTER_STREAMS, _SFOOTER_COLUMNS, _SFOOTER_ENCRYPTION = 1, 2, 4
 _STREAM_KIND, _STREAM_COLUMN, _STREAM_LENGTH = 1, 2, 3
 _ENCODING_KIND = 1
@@ -48,10 +48,14 @@ _LENGTH, _DICTIONARY_DATA, _DICTIONARY_COUNT = 2, 3, 4
 _INDEX_KINDS = (6, 7, 8)  # ROW_INDEX, BLOOM_FILTER, BLOOM_FILTER_UTF8
 _DICTIONARY_ENCODINGS = (1, 3)  # DICTIONARY, DICTIONARY_V2
 #: The first budget of a stream (bytes inflated): its share of the stripe's rows of its
-#: stored length, times this ratio (measured on the change benchmark's base files: 2 reads
-#: 5,000 of 1,000,000 rows at the second try, 3 at the first, each costing more), and at
-#: least this much.
-_GUESSED_RATIO = 2
+#: stored length, times this ratio, and at least :data:`_FIRST_BUDGET`. Text inflates more
+#: than numbers: measured on the change benchmark's base files, the first 5,000 of 100,000 or
+#: 1,000,000 rows need 1.1 to 2 times their share of the numbers' streams, 3.7 times of the
+#: text's (the dictionary's indexes, 1.3).
+_GUESSED_RATIO = 2.5
+_TEXT_RATIO = 6
+_TEXT_KINDS = (7, 8, 16, 17)  # STRING, BINARY, VARCHAR, CHAR
+_DATA = 1
 _FIRST_BUDGET = 4096
 _Fields = list[tuple[int, int | bytes]]
 
@@ -277,10 +281,12 @@ def _stream_prefixes(
     codec: str,
     block: int,
     fraction: float,
+    text: set[int],
 ) -> tuple[list[tuple[int, int, _StreamPrefix | None, int]] | None, int]:
     """The stripe's streams but its index's (kind, column, prefix and first budget: no prefix
     for the columns not ``wanted``), and where the stripe's streams end; None for the streams
-    when a first budget would pass the compression block (the rows then read beyond it)."""
+    when a first budget would pass the compression block (the rows then read beyond it).
+    ``text`` holds the ids of the text columns."""
     encodings = [
         dict(message_fields(v)).get(_ENCODING_KIND, 0)
         for n, v in stripe_footer
@@ -303,7 +309,9 @@ def _stream_prefixes(
             continue
         dictionary = column < len(encodings) and encodings[column] in _DICTIONARY_ENCODINGS
         entire = kind in (_DICTIONARY_DATA, _DICTIONARY_COUNT) or (dictionary and kind == _LENGTH)
-        budget = max(_FIRST_BUDGET, int(length * _GUESSED_RATIO * fraction) + 1)
+        direct_text = column in text and kind == _DATA and not dictionary
+        ratio = _TEXT_RATIO if direct_text else _GUESSED_RATIO
+        budget = max(_FIRST_BUDGET, int(length * ratio * fraction) + 1)
         prefix = _StreamPrefix(start, length, codec, entire)
         if entire:
             budget = 1 << 62
@@ -361,7 +369,10 @@ def prefix_file(
         if any(n == _SFOOTER_ENCRYPTION for n, _ in stripe_footer):
             return None
         wanted = _column_ids(types, columns)
-        streams, end = _stream_prefixes(stripe_footer, offset, wanted, codec, block, fraction)
+        text = {
+            i for i, t in enumerate(types) if dict(message_fields(t)).get(_TYPE_KIND) in _TEXT_KINDS
+        }
+        streams, end = _stream_prefixes(stripe_footer, offset, wanted, codec, block, fraction, text)
         if streams is None:
             return None
         if end != offset + index + data:

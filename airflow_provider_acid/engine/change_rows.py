@@ -143,6 +143,15 @@ def _holds_any(data_file: DataFile, writes: Sequence[int]) -> bool:
     return any(folder.min_write_id <= w <= folder.max_write_id for w in writes)
 
 
+def _inside(current: pa.Array, change_range: ChangeRange) -> bool:
+    """Whether every write of ``current`` lies inside the range (no filtering needed)."""
+    if not len(current) or current.null_count:
+        return False
+    bounds = pc.min_max(current)
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    return low > change_range.from_write_id and high <= change_range.to_write_id
+
+
 def _range_mask(current: pa.Array, change_range: ChangeRange) -> pa.Array:
     return pc.and_(
         pc.greater(current, pa.scalar(change_range.from_write_id, pa.int64())),
@@ -158,13 +167,14 @@ def _deletes_in_range(
     for batch in reader.delete_batches(with_current=True):
         current = batch.current_transaction
         assert current is not None
-        mask = _range_mask(current, change_range)
-        if not pc.any(mask).as_py():
-            continue
-        keys = [
-            pc.filter(a, mask) for a in (batch.original_transaction, batch.bucket, batch.row_id)
-        ]
-        committed = pc.filter(current, mask)
+        keys = [batch.original_transaction, batch.bucket, batch.row_id]
+        committed = current
+        if not _inside(current, change_range):  # some events of writes outside the range
+            mask = _range_mask(current, change_range)
+            if not pc.any(mask).as_py():
+                continue
+            keys = [pc.filter(a, mask) for a in keys]
+            committed = pc.filter(current, mask)
         folder = batch.data_file.folder
         statement = folder.statement_id if isinstance(folder, DeltaDir) else None
         n = len(committed)
