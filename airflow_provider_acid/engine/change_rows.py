@@ -315,7 +315,10 @@ def _visible(mask: pa.Array, batch: RowBatch) -> pa.Array:
 def _rows(
     values: Sequence[pa.Array], identity: Sequence[pa.Array], current: pa.Array, mask: pa.Array
 ) -> list[pa.Array]:
-    return [pc.filter(a, mask) for a in [*values, *identity, current]]
+    arrays = [*values, *identity, current]
+    if not mask.null_count and pc.all(mask).as_py():
+        return arrays  # every row (a delta of the range, a span of deleted rows)
+    return [pc.filter(a, mask) for a in arrays]
 
 
 def _concat(parts: list[list[pa.Array]], fields: Sequence[pa.Field]) -> pa.Table:
@@ -504,14 +507,30 @@ def finish(
         + [pc.cast(rows[IDENTITY[0]], pa.int64()), rows[IDENTITY[1]], rows[IDENTITY[2]]],
         names=names + [k for k, _ in partition_values] + [c for c, _ in CHANGE_COLUMNS],
     )
-    if n > 1:
-        out = out.take(
-            pc.sort_indices(
-                out,
-                sort_keys=[("_change_ordinal", "ascending")] + [(c, "ascending") for c in IDENTITY],
-            )
-        )
+    order_by = ["_change_ordinal", *IDENTITY]
+    if n > 1 and not _in_order(out, order_by):  # (in order: the stable sort's order)
+        out = out.take(pc.sort_indices(out, sort_keys=[(c, "ascending") for c in order_by]))
     return FinishedChanges(out, netted)
+
+
+def _in_order(table: pa.Table, keys: Sequence[str]) -> bool:
+    """Whether the rows are already in ascending order of ``keys`` (none of them null)."""
+    n = table.num_rows
+    before: pa.Array | pa.ChunkedArray | None = None  # a row before the next by the keys
+    same: pa.Array | pa.ChunkedArray | None = None  # a row equal to the next so far
+    for name in keys:
+        column = table[name]
+        if column.null_count:
+            return False
+        first, then = column.slice(0, n - 1), column.slice(1)
+        less = pc.less(first, then)
+        if same is not None:
+            less = pc.and_(same, less)
+        before = less if before is None else pc.or_(before, less)
+        equal = pc.equal(first, then)
+        same = equal if same is None else pc.and_(same, equal)
+    assert before is not None and same is not None
+    return bool(pc.all(pc.or_(before, same)).as_py())
 
 
 def _identities(rows: pa.Table, mask: pa.Array | pa.ChunkedArray) -> pa.Table:
