@@ -362,7 +362,8 @@ def _finish_deletes(
     if not deletes.num_rows and not preimages.num_rows:  # nothing to join
         none = pa.array([], pa.int64())
         return bookkeeping_rows(preimages, names, kind=1, commit=none, statement=none, phase=none)
-    joined = _matched_in_order(preimages, deletes)
+    matched = _matched_in_order(preimages, deletes)
+    joined, same_order = matched if matched is not None else (None, False)
     if joined is None:
         keyed = preimages.select(list(IDENTITY))
         keyed = keyed.append_column(_POSITION, _arange(preimages.num_rows))
@@ -373,7 +374,7 @@ def _finish_deletes(
             f"slice {bucket_slice.key}: {deletes.num_rows} delete events in the range but "
             f"{joined.num_rows} of the rows they delete found in its files"
         )
-    rows = preimages.take(joined[_POSITION])
+    rows = preimages if same_order else preimages.take(joined[_POSITION])
     statement = joined[_STATEMENT]
     unknown = pc.equal(statement, pa.scalar(-1, pa.int64()))
     own = pc.equal(rows[ROW_WRITE], joined[_COMMIT])  # a row the deleting write inserted
@@ -390,22 +391,32 @@ def _finish_deletes(
     )
 
 
-def _matched_in_order(preimages: pa.Table, deletes: pa.Table) -> pa.Table | None:
+def _matched_in_order(preimages: pa.Table, deletes: pa.Table) -> tuple[pa.Table, bool] | None:
     """The delete events with the position of their pre-image (:data:`_POSITION`), when the
     two hold the same identities once each: both sorted by identity, then compared (a
-    fraction of a join's cost); None otherwise (the join then pairs them)."""
+    fraction of a join's cost), and whether the positions are 0, 1, 2, ... (the pre-images
+    in the events' order); None otherwise (the join then pairs them)."""
     if preimages.num_rows != deletes.num_rows:
         return None
     order = [(c, "ascending") for c in IDENTITY]
-    found = pc.sort_indices(preimages.select(list(IDENTITY)), sort_keys=order)
-    events = deletes.take(pc.sort_indices(deletes.select(list(IDENTITY)), sort_keys=order))
+    n = deletes.num_rows
+    # each sorted only when not in order already (as read: a base's rows, Hive's delete
+    # deltas), the stable sort's order either way
+    found = None
+    if n > 1 and not _in_order(preimages, IDENTITY):
+        found = pc.sort_indices(preimages.select(list(IDENTITY)), sort_keys=order)
+    events = deletes
+    if n > 1 and not _in_order(deletes, IDENTITY):
+        events = deletes.take(pc.sort_indices(deletes.select(list(IDENTITY)), sort_keys=order))
     for name in IDENTITY:
-        if not pc.take(preimages[name], found).equals(events[name]):
+        found_rows = preimages[name] if found is None else pc.take(preimages[name], found)
+        if not found_rows.equals(events[name]):
             return None
     identity = events.select(list(IDENTITY))
-    if deletes.num_rows > 1 and not _strictly_increasing(identity):
+    if n > 1 and not _strictly_increasing(identity):
         return None  # an identity deleted twice: the join says what matches
-    return events.append_column(_POSITION, pc.cast(found, pa.int64()))
+    positions = _arange(n) if found is None else pc.cast(found, pa.int64())
+    return events.append_column(_POSITION, positions), found is None
 
 
 def _strictly_increasing(identity: pa.Table) -> bool:
