@@ -287,11 +287,7 @@ def _stream_prefixes(
     for the columns not ``wanted``), and where the stripe's streams end; None for the streams
     when a first budget would pass the compression block (the rows then read beyond it).
     ``text`` holds the ids of the text columns."""
-    encodings = [
-        dict(message_fields(v)).get(_ENCODING_KIND, 0)
-        for n, v in stripe_footer
-        if n == _SFOOTER_COLUMNS and isinstance(v, bytes)
-    ]
+    encodings = [v for n, v in stripe_footer if n == _SFOOTER_COLUMNS and isinstance(v, bytes)]
     streams: list[tuple[int, int, _StreamPrefix | None, int]] = []
     at = offset
     for number, value in stripe_footer:
@@ -307,7 +303,11 @@ def _stream_prefixes(
         if column not in wanted:
             streams.append((kind, column, None, 0))
             continue
-        dictionary = column < len(encodings) and encodings[column] in _DICTIONARY_ENCODINGS
+        dictionary = (
+            column < len(encodings)
+            and dict(message_fields(encodings[column])).get(_ENCODING_KIND, 0)
+            in _DICTIONARY_ENCODINGS
+        )
         entire = kind in (_DICTIONARY_DATA, _DICTIONARY_COUNT) or (dictionary and kind == _LENGTH)
         direct_text = column in text and kind == _DATA and not dictionary
         ratio = _TEXT_RATIO if direct_text else _GUESSED_RATIO
@@ -370,7 +370,9 @@ def prefix_file(
             return None
         wanted = _column_ids(types, columns)
         text = {
-            i for i, t in enumerate(types) if dict(message_fields(t)).get(_TYPE_KIND) in _TEXT_KINDS
+            i
+            for i in wanted
+            if i < len(types) and dict(message_fields(types[i])).get(_TYPE_KIND) in _TEXT_KINDS
         }
         streams, end = _stream_prefixes(stripe_footer, offset, wanted, codec, block, fraction, text)
         if streams is None:
