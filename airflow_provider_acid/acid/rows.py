@@ -202,12 +202,12 @@ _POSITIONS: list[pa.Array] = []  # the longest run of 0, 1, 2, ... made so far
 
 
 def _positions(n: int) -> pa.Array:
-    """At least ``n`` int64 values 0, 1, 2, ...: one run shared by every reader, made again
-    only when a longer one is asked (Arrow arrays are immutable: safe to share)."""
+    """int64 0, 1, ..., n - 1: a slice of one run shared by every reader, made again only when
+    a longer one is asked (Arrow arrays are immutable: safe to share)."""
     if not _POSITIONS or len(_POSITIONS[-1]) < n:
-        ones = pa.repeat(pa.scalar(1, pa.int64()), n)
+        ones = pa.repeat(pa.scalar(1, pa.int64()), max(n, 131_072))
         _POSITIONS[:] = [pc.subtract(pc.cumulative_sum(ones), pa.scalar(1, pa.int64()))]
-    return _POSITIONS[-1]
+    return _POSITIONS[-1].slice(0, n)
 
 
 def _int_column(batch: pa.RecordBatch, name: str, arrow_type: pa.DataType, path: str) -> pa.Array:
@@ -336,8 +336,7 @@ class SliceReader:
         assert names is not None
         test = may_pick(opened.data_file) if may_pick is not None else None
         known = opened.stripe_identities() if test is not None else None
-        # a file every stripe of which may hold picked rows: read in one pass, as its rows
-        # are expected picked (a delta of the range)
+        # a file no stripe of which is tested (a delta of the range): identity and row at once
         at_once = may_pick is not None and test is None
         produced = 0
         for index in range(opened.nstripes):
@@ -354,8 +353,7 @@ class SliceReader:
                     produced += bounds.rows
                     continue
             keys = opened.stripe(index, None if at_once else list(names[:5]), self.timestamp_unit)
-            # (identity of a batch, the positions in the stripe of its picked rows: None for
-            # all the batch's rows, from ``start``)
+            # (identity of a batch, stripe positions of its picked rows (None: all), its start)
             picks: list[tuple[RowBatch, pa.Array | None, int]] = []
             for start in range(0, keys.num_rows, self.batch_rows):
                 identity = self._acid_identity(
@@ -437,7 +435,7 @@ class SliceReader:
             return False
         (row_ids, values), offset = read
         row_ids, values = row_ids.slice(low - offset, span), values.slice(low - offset, span)
-        expected = pc.add(self._positions(span), pa.scalar(first, pa.int64()))
+        expected = pc.add(_positions(span), pa.scalar(first, pa.int64()))
         if row_ids.null_count or not pc.cast(row_ids, pa.int64()).equals(expected):
             return False
         visible = None
@@ -477,10 +475,8 @@ class SliceReader:
         the last, whichever costs least (:func:`.stripe_spans.read_span`)."""
         assert opened.acid_names is not None
         row = opened.acid_names[5]
-        low = min(p[0].as_py() if p is not None else start for _, p, start in picks)
-        high = max(
-            p[-1].as_py() if p is not None else start + i.num_rows - 1 for i, p, start in picks
-        )
+        low = min(p[0].as_py() if p is not None else s for _, p, s in picks)
+        high = max(p[-1].as_py() if p is not None else s + i.num_rows - 1 for i, p, s in picks)
         read = read_span(
             opened, index, first_row, (low, high), stripe_rows, [row], self.timestamp_unit
         )
@@ -541,7 +537,7 @@ class SliceReader:
         produced = 0
         for batch in opened.stripes(None, self.batch_rows, self.timestamp_unit):
             n = batch.num_rows
-            row_ids = pc.add(self._positions(n), pa.scalar(first_row_id + produced, pa.int64()))
+            row_ids = pc.add(_positions(n), pa.scalar(first_row_id + produced, pa.int64()))
             produced += n
             writes = pa.repeat(write_value, n)
             yield RowBatch(
@@ -554,10 +550,6 @@ class SliceReader:
                 None if visible_file else pa.repeat(pa.scalar(False), n),
             )
         return produced
-
-    def _positions(self, n: int) -> pa.Array:
-        """0, 1, ..., n-1 (int64), from a run cached for all readers (:func:`_positions`)."""
-        return _positions(max(n, self.batch_rows)).slice(0, n)
 
     # -- deletes ------------------------------------------------------------------------
 

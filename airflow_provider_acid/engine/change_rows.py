@@ -37,6 +37,7 @@ from ..acid.rows import DeleteBatch, RowBatch, SliceReader, StripeIdentity
 from ..acid.table_columns import TableColumns
 from ..acid.writeids import ValidWriteIdList
 from .delete_keys import DeleteKeySet
+from .row_order import arange, in_order, matched_in_order
 
 INSERT = "insert"
 DELETE = "delete"
@@ -362,11 +363,11 @@ def _finish_deletes(
     if not deletes.num_rows and not preimages.num_rows:  # nothing to join
         none = pa.array([], pa.int64())
         return bookkeeping_rows(preimages, names, kind=1, commit=none, statement=none, phase=none)
-    matched = _matched_in_order(preimages, deletes)
+    matched = matched_in_order(preimages, deletes, IDENTITY, _POSITION)
     joined, same_order = matched if matched is not None else (None, False)
     if joined is None:
         keyed = preimages.select(list(IDENTITY))
-        keyed = keyed.append_column(_POSITION, _arange(preimages.num_rows))
+        keyed = keyed.append_column(_POSITION, arange(preimages.num_rows))
         # only the identity and positions go through the join (it refuses some payload types)
         joined = keyed.join(deletes, keys=list(IDENTITY), join_type="inner")
     if joined.num_rows != deletes.num_rows:
@@ -389,53 +390,6 @@ def _finish_deletes(
     return bookkeeping_rows(
         rows, names, kind=1, commit=joined[_COMMIT], statement=statement, phase=phase
     )
-
-
-def _matched_in_order(preimages: pa.Table, deletes: pa.Table) -> tuple[pa.Table, bool] | None:
-    """The delete events with the position of their pre-image (:data:`_POSITION`), when the
-    two hold the same identities once each: both sorted by identity, then compared (a
-    fraction of a join's cost), and whether the positions are 0, 1, 2, ... (the pre-images
-    in the events' order); None otherwise (the join then pairs them)."""
-    if preimages.num_rows != deletes.num_rows:
-        return None
-    order = [(c, "ascending") for c in IDENTITY]
-    n = deletes.num_rows
-    # each sorted only when not in order already (as read: a base's rows, Hive's delete
-    # deltas), the stable sort's order either way
-    found = None
-    if n > 1 and not _in_order(preimages, IDENTITY):
-        found = pc.sort_indices(preimages.select(list(IDENTITY)), sort_keys=order)
-    events = deletes
-    if n > 1 and not _in_order(deletes, IDENTITY):
-        events = deletes.take(pc.sort_indices(deletes.select(list(IDENTITY)), sort_keys=order))
-    for name in IDENTITY:
-        found_rows = preimages[name] if found is None else pc.take(preimages[name], found)
-        if not found_rows.equals(events[name]):
-            return None
-    identity = events.select(list(IDENTITY))
-    if n > 1 and not _strictly_increasing(identity):
-        return None  # an identity deleted twice: the join says what matches
-    positions = _arange(n) if found is None else pc.cast(found, pa.int64())
-    return events.append_column(_POSITION, positions), found is None
-
-
-def _strictly_increasing(identity: pa.Table) -> bool:
-    """Whether rows sorted by identity hold each identity once."""
-    n = identity.num_rows
-    same = None
-    for name in IDENTITY:
-        column = identity[name]
-        equal = pc.equal(column.slice(1), column.slice(0, n - 1))
-        same = equal if same is None else pc.and_(same, equal)
-    return not pc.any(same).as_py()
-
-
-def _arange(n: int) -> pa.Array:
-    """int64 ``0, 1, ..., n - 1``."""
-    if n == 0:
-        return pa.array([], pa.int64())
-    ones = pa.repeat(pa.scalar(1, pa.int64()), n)
-    return pc.subtract(pc.cumulative_sum(ones), pa.scalar(1, pa.int64()))
 
 
 def bookkeeping_rows(
@@ -519,29 +473,9 @@ def finish(
         names=names + [k for k, _ in partition_values] + [c for c, _ in CHANGE_COLUMNS],
     )
     order_by = ["_change_ordinal", *IDENTITY]
-    if n > 1 and not _in_order(out, order_by):  # (in order: the stable sort's order)
+    if n > 1 and not in_order(out, order_by):  # (in order: the stable sort's order)
         out = out.take(pc.sort_indices(out, sort_keys=[(c, "ascending") for c in order_by]))
     return FinishedChanges(out, netted)
-
-
-def _in_order(table: pa.Table, keys: Sequence[str]) -> bool:
-    """Whether the rows are already in ascending order of ``keys`` (none of them null)."""
-    n = table.num_rows
-    before: pa.Array | pa.ChunkedArray | None = None  # a row before the next by the keys
-    same: pa.Array | pa.ChunkedArray | None = None  # a row equal to the next so far
-    for name in keys:
-        column = table[name]
-        if column.null_count:
-            return False
-        first, then = column.slice(0, n - 1), column.slice(1)
-        less = pc.less(first, then)
-        if same is not None:
-            less = pc.and_(same, less)
-        before = less if before is None else pc.or_(before, less)
-        equal = pc.equal(first, then)
-        same = equal if same is None else pc.and_(same, equal)
-    assert before is not None and same is not None
-    return bool(pc.all(pc.or_(before, same)).as_py())
 
 
 def _identities(rows: pa.Table, mask: pa.Array | pa.ChunkedArray) -> pa.Table:
@@ -550,9 +484,9 @@ def _identities(rows: pa.Table, mask: pa.Array | pa.ChunkedArray) -> pa.Table:
 
 def _member(rows: pa.Table, identities: pa.Table) -> pa.Array:
     """Which rows carry one of ``identities``."""
-    keyed = rows.select(list(IDENTITY)).append_column(_POSITION, _arange(rows.num_rows))
+    keyed = rows.select(list(IDENTITY)).append_column(_POSITION, arange(rows.num_rows))
     hit = keyed.join(identities, keys=list(IDENTITY), join_type="left semi")[_POSITION]
-    return pc.is_in(_arange(rows.num_rows), value_set=hit.combine_chunks())
+    return pc.is_in(arange(rows.num_rows), value_set=hit.combine_chunks())
 
 
 def _pair(rows: pa.Table, key: Sequence[str], any_write: bool) -> tuple[pa.Array, pa.Array]:
@@ -569,7 +503,7 @@ def _pair(rows: pa.Table, key: Sequence[str], any_write: bool) -> tuple[pa.Array
     ):  # only inserts, or only deletes, or no write doing both: nothing to pair
         return pc.if_else(pc.equal(kinds, 0), INSERT, DELETE), rows[_COMMIT]
     group = list(key) if any_write else [_COMMIT, *key]
-    keyed = rows.select([*group, _KIND]).append_column(_POSITION, _arange(n))
+    keyed = rows.select([*group, _KIND]).append_column(_POSITION, arange(n))
     keyed = keyed.filter(pc.invert(_any_null(keyed, key)))
     counts = keyed.group_by(group).aggregate([(_KIND, "sum"), (_KIND, "count")])
     # exactly one delete (kind 1) and one insert (kind 0): sum 1 over count 2
@@ -577,7 +511,7 @@ def _pair(rows: pa.Table, key: Sequence[str], any_write: bool) -> tuple[pa.Array
         pc.and_(pc.equal(counts[f"{_KIND}_count"], 2), pc.equal(counts[f"{_KIND}_sum"], 1))
     ).select(group)
     paired = keyed.join(pairs, keys=group, join_type="inner")
-    is_paired = pc.is_in(_arange(n), value_set=paired[_POSITION].combine_chunks())
+    is_paired = pc.is_in(arange(n), value_set=paired[_POSITION].combine_chunks())
     change_type = pc.if_else(
         is_paired,
         pc.if_else(pc.equal(kinds, 0), UPDATE_POSTIMAGE, UPDATE_PREIMAGE),
