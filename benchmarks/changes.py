@@ -41,13 +41,16 @@ touch. Target (issue #22): the feed at most 5% of the compaction. Each run's rat
 feed's time over its table's compaction measured just before it in the same run; the figures
 shown are the median over the runs (and the lowest and highest ratio), the times the median
 of each measure. The machine's load average is printed before and after (other work on the
-machine slows both, not always alike). The last line gives the median ratio of each feed. The
-exit status is 0 whether or not the target is met (1 when a feed opened a file it should not).
+machine slows both, not always alike). Then each feed's rows sha256 (its rows sorted, from the
+last run; the last of them over all four feeds: code that changes no output row keeps it). The
+last line gives the median ratio of each feed. The exit status is 0 whether or not the target
+is met (1 when a feed opened a file it should not).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import posixpath
@@ -120,6 +123,18 @@ def _feed(table: str, write_ids: str, out: Path, to: int) -> tuple[float, Counti
     return time.perf_counter() - started, fs, feed
 
 
+def _rows_hash(feed: Any) -> str:
+    """The sha256 of a feed's rows, sorted (as text, one row a line): the same rows give the
+    same hash whatever their files, order and row groups."""
+    import pyarrow.parquet as pq
+
+    lines = []
+    for path in feed.result.file_paths() if feed.result else []:
+        for row in pq.read_table(path).to_pylist():
+            lines.append(repr(sorted(row.items())))
+    return hashlib.sha256("\n".join(sorted(lines)).encode()).hexdigest()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--buckets", type=int, default=4)
@@ -143,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     ratios: dict[str, list[float]] = {}  # each run's feed over that run's compaction
     opened: dict[str, set[str]] = {}
     counts: dict[str, Any] = {}
+    hashes: dict[str, str] = {}  # each feed's rows, from the last run
     reference: dict[str, str] = {}  # each feed's compaction
     load_before = os.getloadavg()
     for _ in range(args.repeat):
@@ -160,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
                 ratios.setdefault(name, []).append(seconds / reference_seconds)
                 opened[name] = _folders(fs.opened, table)
                 counts[name] = dict(feed.counts)
+                hashes[name] = _rows_hash(feed)
                 reference[name] = compaction
     load_after = os.getloadavg()
     median = {k: statistics.median(v) for k, v in times.items()}
@@ -188,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         "target": TARGET,
         "folders_opened": {k: sorted(v) for k, v in opened.items()},
         "checks": checks,
+        "rows_sha256": hashes,
+        "all_rows_sha256": hashlib.sha256("".join(hashes.values()).encode()).hexdigest(),
     }
     if args.json:
         print(json.dumps(result, indent=1))
@@ -204,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
             shown = f"  changes {changes}" if changes else ""
             print(f"{name:<30} {seconds:6.2f} s{ratio}{shown}")
             print(f"{'':<30} opened {sorted(opened[name])}")
+        for name, digest in hashes.items():
+            print(f"{name:<30} rows sha256 {digest}")
+        print(f"{'all four feeds':<30} rows sha256 {result['all_rows_sha256']}")
         for check, ok in checks.items():
             print(f"{'ok' if ok else 'FAILED'}: {check}")
         shown = ", ".join(f"{k} {v:.3f}x" for k, v in result["ratio"].items())

@@ -29,6 +29,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from .hive_types import HiveType
 from .orc_prefix import prefix_view
+from .orc_prefix_file import prefix_file
 from .orc_stripe_stats import StripeStatistics, integer_bounds, read_stripe_statistics
 from .orc_timestamps import TRINO_WRITER, read_rows, read_stripe
 from .ranged_reads import open_data_file, open_data_files
@@ -122,10 +123,12 @@ class OpenFile:
     #: For ACID files: the file's own names of the six top-level columns.
     acid_names: tuple[str, ...] | None = None
     metadata: dict[str, str] = field(default_factory=dict)
-    #: The Hive types of the row's columns as the file declares them (char/varchar kept).
-    row_hive_types: tuple[HiveType, ...] = ()
-    #: For ACID ORC files: the ``bucket`` column's minimum and maximum from the footer.
-    bucket_range: tuple[int, int] | None = None
+    #: The Hive types of the row's columns as the file declares them (char/varchar kept); for
+    #: an ORC file, read from its footer when first asked (:attr:`row_hive_types`).
+    declared_types: tuple[HiveType, ...] | None = None
+    #: For ACID ORC files: the ``bucket`` column's minimum and maximum from the footer (read
+    #: with :attr:`declared_types`).
+    footer_bucket_range: tuple[int, int] | None = None
     #: Where the file was opened from (a stripe with timestamps outside pyarrow's nanosecond
     #: range opens it again for pyorc, :mod:`.orc_timestamps`).
     fs: AbstractFileSystem | None = None
@@ -134,6 +137,32 @@ class OpenFile:
     @property
     def path(self) -> str:
         return self.data_file.path
+
+    @property
+    def row_hive_types(self) -> tuple[HiveType, ...]:
+        """The Hive types of the row's columns as the file declares them (char/varchar kept):
+        an ORC file's footer is read for them (by pyorc) when first asked, so a file whose
+        columns are not mapped (a delete delta's) is not read twice."""
+        if self.declared_types is None:
+            self._read_declared_types()
+        assert self.declared_types is not None
+        return self.declared_types
+
+    @property
+    def bucket_range(self) -> tuple[int, int] | None:
+        """For an ACID ORC file: the ``bucket`` column's minimum and maximum in its footer."""
+        if self.declared_types is None:
+            self._read_declared_types()
+        return self.footer_bucket_range
+
+    def _read_declared_types(self) -> None:
+        try:
+            with self._reopen() as handle:
+                self.declared_types, self.footer_bucket_range = _declared(handle)
+        except FORMAT_ERRORS as exc:
+            raise AcidFormatError(
+                f"{self.path}: not a readable ORC or Parquet file ({exc})"
+            ) from None
 
     @property
     def is_acid(self) -> bool:
@@ -207,21 +236,49 @@ class OpenFile:
         :param timestamp_unit: the unit of the timestamps outside the ``ns`` range.
         """
         assert self.orc is not None
-        try:
-            opener = prefix_view(self._reopen, self.orc, index, rows)
-            if opener is None:
-                return None
-            with opener() as view:
-                batch = read_stripe(
-                    pa_orc.ORCFile(view), opener, 0, columns, timestamp_unit, self.trino_written
-                )
-        except FORMAT_ERRORS as exc:
-            raise AcidFormatError(f"{self.path}: unreadable data ({exc})") from None
+        batch = self._prefix_file_rows(index, columns, rows, timestamp_unit)
+        if batch is None:
+            try:
+                opener = prefix_view(self._reopen, self.orc, index, rows)
+                if opener is None:
+                    return None
+                with opener() as view:
+                    batch = read_stripe(
+                        pa_orc.ORCFile(view), opener, 0, columns, timestamp_unit, self.trino_written
+                    )
+            except FORMAT_ERRORS as exc:
+                raise AcidFormatError(f"{self.path}: unreadable data ({exc})") from None
         if batch.num_rows != rows:
             raise AcidFormatError(
                 f"{self.path}: stripe {index} gave {batch.num_rows} of {rows} rows"
             )
         return batch
+
+    def _prefix_file_rows(
+        self, index: int, columns: list[str], rows: int, timestamp_unit: str
+    ) -> pa.RecordBatch | None:
+        """The first ``rows`` rows of stripe ``index`` read from a file of their streams'
+        first bytes only (:mod:`.orc_prefix_file`), the bytes read growing until they hold the
+        rows; None when that file is not made, or would inflate past the first compression
+        blocks (the caller then reads a view of the file's own stripe)."""
+        assert self.orc is not None
+        try:
+            prefix = prefix_file(self._reopen, self.orc, index, rows, columns)
+        except FORMAT_ERRORS:
+            return None
+        while prefix is not None:
+            try:
+                opener = prefix.opener()
+                with opener() as view:
+                    batch = read_stripe(
+                        pa_orc.ORCFile(view), opener, 0, columns, timestamp_unit, self.trino_written
+                    )
+            except FORMAT_ERRORS:
+                if not prefix.grow():
+                    return None
+                continue
+            return batch if batch.num_rows == rows else None
+        return None
 
     def rows_of(
         self, columns: Sequence[str], first: int, count: int, timestamp_unit: str = "us"
@@ -277,7 +334,7 @@ class OpenFile:
 _parse_file_type = functools.lru_cache(maxsize=256)(HiveType.parse)
 
 
-def _orc_footer(handle: IO[bytes], path: str) -> tuple[HiveType, tuple[int, int] | None]:
+def _orc_footer(handle: IO[bytes]) -> tuple[HiveType, tuple[int, int] | None]:
     """The file's Hive type and, for an ACID file, the ``bucket`` column's min and max."""
     reader = pyorc.Reader(handle)
     file_type = _parse_file_type(str(reader.schema))
@@ -288,6 +345,15 @@ def _orc_footer(handle: IO[bytes], path: str) -> tuple[HiveType, tuple[int, int]
         if low is not None and high is not None:
             bucket_range = (int(low), int(high))
     return file_type, bucket_range
+
+
+def _declared(handle: IO[bytes]) -> tuple[tuple[HiveType, ...], tuple[int, int] | None]:
+    """An ORC file's row column types as declared, and its ``bucket`` column's bounds."""
+    file_type, bucket_range = _orc_footer(handle)
+    row = file_type
+    if is_acid_names([n.lower() for n in file_type.field_names]):
+        row = file_type.children[5]
+    return (row.children if row.name == "struct" else ()), bucket_range
 
 
 def open_files(fs: AbstractFileSystem, data_files: Sequence[DataFile]) -> Iterator[OpenFile]:
@@ -330,15 +396,16 @@ def open_file(fs: AbstractFileSystem, data_file: DataFile, handle: Any = None) -
                 parquet.schema_arrow,
                 parquet=parquet,
             )
-            opened.row_hive_types = tuple(HiveType.from_arrow(f.type) for f in opened.schema)
+            opened.declared_types = tuple(HiveType.from_arrow(f.type) for f in opened.schema)
         else:
-            file_type, bucket_range = _orc_footer(handle, data_file.path)
+            declared = None  # a local file's: read when first asked (row_hive_types)
             if isinstance(fs, LocalFileSystem):
                 # stripes read by pyarrow's own file, not through Python: the read does not
                 # hold the GIL (workers of one process read at once), and is faster
                 handle.close()
                 handle = pa.OSFile(data_file.path)
-            else:
+            else:  # from the ranges fetched ahead (ranged_reads): no request of its own later
+                declared = _declared(handle)
                 handle.seek(0)
             orc = pa_orc.ORCFile(handle)
             metadata = {
@@ -348,12 +415,9 @@ def open_file(fs: AbstractFileSystem, data_file: DataFile, handle: Any = None) -
             opened = OpenFile(
                 data_file, handle, FileFormat.ORC, orc.nrows, orc.schema, orc=orc, metadata=metadata
             )
-            opened.bucket_range = bucket_range
             opened.fs = fs
-            row = file_type
-            if is_acid_names([n.lower() for n in file_type.field_names]):
-                row = file_type.children[5]
-            opened.row_hive_types = row.children if row.name == "struct" else ()
+            if declared is not None:
+                opened.declared_types, opened.footer_bucket_range = declared
     except FileNotFoundError:  # removed since it was opened (by pyarrow's own file above)
         handle.close()
         raise

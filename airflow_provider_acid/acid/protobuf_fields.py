@@ -38,15 +38,27 @@ def message_fields(data: bytes) -> list[tuple[int, int | bytes]]:
     :param data: the message's bytes.
     """
     fields: list[tuple[int, int | bytes]] = []
-    at = 0
-    while at < len(data):
-        key, at = varint(data, at)
+    at, end = 0, len(data)
+    while at < end:
+        key = data[at]  # one byte, as most keys, values and sizes here: read in place
+        if key < 0x80:
+            at += 1
+        else:
+            key, at = varint(data, at)
         number, wire = key >> 3, key & 7
         if wire == 0:
-            value, at = varint(data, at)
-            fields.append((number, value))
+            if at < end and data[at] < 0x80:
+                fields.append((number, data[at]))
+                at += 1
+            else:
+                value, at = varint(data, at)
+                fields.append((number, value))
         elif wire == 2:
-            size, at = varint(data, at)
+            if at < end and data[at] < 0x80:
+                size = data[at]
+                at += 1
+            else:
+                size, at = varint(data, at)
             if at + size > len(data):
                 raise ProtobufError("truncated field")
             fields.append((number, data[at : at + size]))
@@ -62,7 +74,12 @@ def message_fields(data: bytes) -> list[tuple[int, int | bytes]]:
     return fields
 
 
+_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
+
+
 def _varint_bytes(value: int) -> bytes:
+    if 0 <= value < 0x80:
+        return _ONE_BYTE[value]
     out = bytearray()
     while True:
         byte, value = value & 0x7F, value >> 7
@@ -81,9 +98,12 @@ def encoded(fields: list[tuple[int, int | bytes]]) -> bytes:
     out = bytearray()
     for number, value in fields:
         if isinstance(value, int):
-            out += _varint_bytes(number << 3) + _varint_bytes(value)
+            out += _varint_bytes(number << 3)
+            out += _varint_bytes(value)
         else:
-            out += _varint_bytes(number << 3 | 2) + _varint_bytes(len(value)) + value
+            out += _varint_bytes(number << 3 | 2)
+            out += _varint_bytes(len(value))
+            out += value
     return bytes(out)
 
 

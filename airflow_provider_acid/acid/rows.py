@@ -198,6 +198,18 @@ def visible_writes(current: pa.Array, write_ids: ValidWriteIdList) -> pa.Array:
     return mask
 
 
+_POSITIONS: list[pa.Array] = []  # the longest run of 0, 1, 2, ... made so far
+
+
+def _positions(n: int) -> pa.Array:
+    """int64 0, 1, ..., n - 1: a slice of one run shared by every reader, made again only when
+    a longer one is asked (Arrow arrays are immutable: safe to share)."""
+    if not _POSITIONS or len(_POSITIONS[-1]) < n:
+        ones = pa.repeat(pa.scalar(1, pa.int64()), max(n, 131_072))
+        _POSITIONS[:] = [pc.subtract(pc.cumulative_sum(ones), pa.scalar(1, pa.int64()))]
+    return _POSITIONS[-1].slice(0, n)
+
+
 def _int_column(batch: pa.RecordBatch, name: str, arrow_type: pa.DataType, path: str) -> pa.Array:
     array = batch.column(name)
     if array.null_count:
@@ -236,7 +248,6 @@ class SliceReader:
         self.rows_in_files = 0
         #: Stripes of ACID files passed over by their statistics (:meth:`data_batches`).
         self.stripes_skipped = 0
-        self._arange: pa.Array | None = None
 
     # -- data ---------------------------------------------------------------------------
 
@@ -325,6 +336,8 @@ class SliceReader:
         assert names is not None
         test = may_pick(opened.data_file) if may_pick is not None else None
         known = opened.stripe_identities() if test is not None else None
+        # a file no stripe of which is tested (a delta of the range): identity and row at once
+        at_once = may_pick is not None and test is None
         produced = 0
         for index in range(opened.nstripes):
             bounds = known[index] if known is not None else None
@@ -339,21 +352,34 @@ class SliceReader:
                 if done:
                     produced += bounds.rows
                     continue
-            keys = opened.stripe(index, list(names[:5]), self.timestamp_unit)
-            picks = []  # (identity of a batch, the positions in the stripe of its picked rows)
+            keys = opened.stripe(index, None if at_once else list(names[:5]), self.timestamp_unit)
+            # (identity of a batch, stripe positions of its picked rows (None: all), its start)
+            picks: list[tuple[RowBatch, pa.Array | None, int]] = []
             for start in range(0, keys.num_rows, self.batch_rows):
                 identity = self._acid_identity(
                     opened, keys.slice(start, self.batch_rows), check_validity
                 )
                 mask = select(identity)
-                if mask is not None and pc.any(mask).as_py():
-                    positions = pc.add(pc.indices_nonzero(mask), pa.scalar(start, pa.uint64()))
-                    picks.append((identity.filter(mask), positions))
+                if mask is None or not pc.any(mask).as_py():
+                    continue
+                if not mask.null_count and pc.all(mask).as_py():
+                    picks.append((identity, None, start))
+                    continue
+                positions = pc.add(pc.indices_nonzero(mask), pa.scalar(start, pa.uint64()))
+                picks.append((identity.filter(mask), positions, start))
             if picks:
-                values, offset = self._picked_values(opened, index, produced, keys.num_rows, picks)
-                for identity, positions in picks:
-                    rows = values.take(pc.subtract(positions, pa.scalar(offset, pa.uint64())))
-                    columns = self._row_columns(opened, rows, len(positions), column_map)
+                if at_once:
+                    values, offset = keys.column(names[5]), 0
+                else:
+                    values, offset = self._picked_values(
+                        opened, index, produced, keys.num_rows, picks
+                    )
+                for identity, positions, start in picks:
+                    if positions is None:
+                        rows = values.slice(start - offset, identity.num_rows)
+                    else:
+                        rows = values.take(pc.subtract(positions, pa.scalar(offset, pa.uint64())))
+                    columns = self._row_columns(opened, rows, identity.num_rows, column_map)
                     yield replace(identity, columns=columns)
             produced += keys.num_rows
         return produced
@@ -409,7 +435,7 @@ class SliceReader:
             return False
         (row_ids, values), offset = read
         row_ids, values = row_ids.slice(low - offset, span), values.slice(low - offset, span)
-        expected = pc.add(self._positions(span), pa.scalar(first, pa.int64()))
+        expected = pc.add(_positions(span), pa.scalar(first, pa.int64()))
         if row_ids.null_count or not pc.cast(row_ids, pa.int64()).equals(expected):
             return False
         visible = None
@@ -441,7 +467,7 @@ class SliceReader:
         index: int,
         first_row: int,
         stripe_rows: int,
-        picks: Sequence[tuple[RowBatch, pa.Array]],
+        picks: Sequence[tuple[RowBatch, pa.Array | None, int]],
     ) -> tuple[pa.Array, int]:
         """The ``row`` column of stripe ``index`` (whose first row is the file's
         ``first_row``) covering the picked rows, and the stripe position of its first value:
@@ -449,8 +475,8 @@ class SliceReader:
         the last, whichever costs least (:func:`.stripe_spans.read_span`)."""
         assert opened.acid_names is not None
         row = opened.acid_names[5]
-        low = min(positions[0].as_py() for _, positions in picks)
-        high = max(positions[-1].as_py() for _, positions in picks)
+        low = min(p[0].as_py() if p is not None else s for _, p, s in picks)
+        high = max(p[-1].as_py() if p is not None else s + i.num_rows - 1 for i, p, s in picks)
         read = read_span(
             opened, index, first_row, (low, high), stripe_rows, [row], self.timestamp_unit
         )
@@ -511,7 +537,7 @@ class SliceReader:
         produced = 0
         for batch in opened.stripes(None, self.batch_rows, self.timestamp_unit):
             n = batch.num_rows
-            row_ids = pc.add(self._positions(n), pa.scalar(first_row_id + produced, pa.int64()))
+            row_ids = pc.add(_positions(n), pa.scalar(first_row_id + produced, pa.int64()))
             produced += n
             writes = pa.repeat(write_value, n)
             yield RowBatch(
@@ -524,14 +550,6 @@ class SliceReader:
                 None if visible_file else pa.repeat(pa.scalar(False), n),
             )
         return produced
-
-    def _positions(self, n: int) -> pa.Array:
-        """0, 1, ..., n-1 (int64), from a cached run."""
-        if self._arange is None or len(self._arange) < n:
-            size = max(n, self.batch_rows)
-            ones = pa.repeat(pa.scalar(1, pa.int64()), size)
-            self._arange = pc.subtract(pc.cumulative_sum(ones), pa.scalar(1, pa.int64()))
-        return self._arange.slice(0, n)
 
     # -- deletes ------------------------------------------------------------------------
 

@@ -57,7 +57,7 @@ def change_writes_metadata(rows: pa.Table) -> dict[bytes, bytes]:
     """
     writes = {}
     for name, kind in (("delete", DELETE), ("insert", INSERT)):
-        commits = rows.filter(pc.equal(rows[_TYPE], kind))[_COMMIT]
+        commits = pc.filter(rows[_COMMIT], pc.equal(rows[_TYPE], kind))
         writes[name] = sorted(w for w in pc.unique(commits).to_pylist() if w is not None)
     return {CHANGE_WRITES_KEY: json.dumps(writes).encode()}
 

@@ -37,6 +37,7 @@ from ..acid.rows import DeleteBatch, RowBatch, SliceReader, StripeIdentity
 from ..acid.table_columns import TableColumns
 from ..acid.writeids import ValidWriteIdList
 from .delete_keys import DeleteKeySet
+from .row_order import arange, in_order, matched_in_order
 
 INSERT = "insert"
 DELETE = "delete"
@@ -143,6 +144,15 @@ def _holds_any(data_file: DataFile, writes: Sequence[int]) -> bool:
     return any(folder.min_write_id <= w <= folder.max_write_id for w in writes)
 
 
+def _inside(current: pa.Array, change_range: ChangeRange) -> bool:
+    """Whether every write of ``current`` lies inside the range (no filtering needed)."""
+    if not len(current) or current.null_count:
+        return False
+    bounds = pc.min_max(current)
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    return low > change_range.from_write_id and high <= change_range.to_write_id
+
+
 def _range_mask(current: pa.Array, change_range: ChangeRange) -> pa.Array:
     return pc.and_(
         pc.greater(current, pa.scalar(change_range.from_write_id, pa.int64())),
@@ -158,13 +168,14 @@ def _deletes_in_range(
     for batch in reader.delete_batches(with_current=True):
         current = batch.current_transaction
         assert current is not None
-        mask = _range_mask(current, change_range)
-        if not pc.any(mask).as_py():
-            continue
-        keys = [
-            pc.filter(a, mask) for a in (batch.original_transaction, batch.bucket, batch.row_id)
-        ]
-        committed = pc.filter(current, mask)
+        keys = [batch.original_transaction, batch.bucket, batch.row_id]
+        committed = current
+        if not _inside(current, change_range):  # some events of writes outside the range
+            mask = _range_mask(current, change_range)
+            if not pc.any(mask).as_py():
+                continue
+            keys = [pc.filter(a, mask) for a in keys]
+            committed = pc.filter(current, mask)
         folder = batch.data_file.folder
         statement = folder.statement_id if isinstance(folder, DeltaDir) else None
         n = len(committed)
@@ -305,7 +316,10 @@ def _visible(mask: pa.Array, batch: RowBatch) -> pa.Array:
 def _rows(
     values: Sequence[pa.Array], identity: Sequence[pa.Array], current: pa.Array, mask: pa.Array
 ) -> list[pa.Array]:
-    return [pc.filter(a, mask) for a in [*values, *identity, current]]
+    arrays = [*values, *identity, current]
+    if not mask.null_count and pc.all(mask).as_py():
+        return arrays  # every row (a delta of the range, a span of deleted rows)
+    return [pc.filter(a, mask) for a in arrays]
 
 
 def _concat(parts: list[list[pa.Array]], fields: Sequence[pa.Field]) -> pa.Table:
@@ -349,10 +363,11 @@ def _finish_deletes(
     if not deletes.num_rows and not preimages.num_rows:  # nothing to join
         none = pa.array([], pa.int64())
         return bookkeeping_rows(preimages, names, kind=1, commit=none, statement=none, phase=none)
-    joined = _matched_in_order(preimages, deletes)
+    matched = matched_in_order(preimages, deletes, IDENTITY, _POSITION)
+    joined, same_order = matched if matched is not None else (None, False)
     if joined is None:
         keyed = preimages.select(list(IDENTITY))
-        keyed = keyed.append_column(_POSITION, _arange(preimages.num_rows))
+        keyed = keyed.append_column(_POSITION, arange(preimages.num_rows))
         # only the identity and positions go through the join (it refuses some payload types)
         joined = keyed.join(deletes, keys=list(IDENTITY), join_type="inner")
     if joined.num_rows != deletes.num_rows:
@@ -360,7 +375,7 @@ def _finish_deletes(
             f"slice {bucket_slice.key}: {deletes.num_rows} delete events in the range but "
             f"{joined.num_rows} of the rows they delete found in its files"
         )
-    rows = preimages.take(joined[_POSITION])
+    rows = preimages if same_order else preimages.take(joined[_POSITION])
     statement = joined[_STATEMENT]
     unknown = pc.equal(statement, pa.scalar(-1, pa.int64()))
     own = pc.equal(rows[ROW_WRITE], joined[_COMMIT])  # a row the deleting write inserted
@@ -375,43 +390,6 @@ def _finish_deletes(
     return bookkeeping_rows(
         rows, names, kind=1, commit=joined[_COMMIT], statement=statement, phase=phase
     )
-
-
-def _matched_in_order(preimages: pa.Table, deletes: pa.Table) -> pa.Table | None:
-    """The delete events with the position of their pre-image (:data:`_POSITION`), when the
-    two hold the same identities once each: both sorted by identity, then compared (a
-    fraction of a join's cost); None otherwise (the join then pairs them)."""
-    if preimages.num_rows != deletes.num_rows:
-        return None
-    order = [(c, "ascending") for c in IDENTITY]
-    found = pc.sort_indices(preimages.select(list(IDENTITY)), sort_keys=order)
-    events = deletes.take(pc.sort_indices(deletes.select(list(IDENTITY)), sort_keys=order))
-    for name in IDENTITY:
-        if not pc.take(preimages[name], found).equals(events[name]):
-            return None
-    identity = events.select(list(IDENTITY))
-    if deletes.num_rows > 1 and not _strictly_increasing(identity):
-        return None  # an identity deleted twice: the join says what matches
-    return events.append_column(_POSITION, pc.cast(found, pa.int64()))
-
-
-def _strictly_increasing(identity: pa.Table) -> bool:
-    """Whether rows sorted by identity hold each identity once."""
-    n = identity.num_rows
-    same = None
-    for name in IDENTITY:
-        column = identity[name]
-        equal = pc.equal(column.slice(1), column.slice(0, n - 1))
-        same = equal if same is None else pc.and_(same, equal)
-    return not pc.any(same).as_py()
-
-
-def _arange(n: int) -> pa.Array:
-    """int64 ``0, 1, ..., n - 1``."""
-    if n == 0:
-        return pa.array([], pa.int64())
-    ones = pa.repeat(pa.scalar(1, pa.int64()), n)
-    return pc.subtract(pc.cumulative_sum(ones), pa.scalar(1, pa.int64()))
 
 
 def bookkeeping_rows(
@@ -494,13 +472,9 @@ def finish(
         + [pc.cast(rows[IDENTITY[0]], pa.int64()), rows[IDENTITY[1]], rows[IDENTITY[2]]],
         names=names + [k for k, _ in partition_values] + [c for c, _ in CHANGE_COLUMNS],
     )
-    if n > 1:
-        out = out.take(
-            pc.sort_indices(
-                out,
-                sort_keys=[("_change_ordinal", "ascending")] + [(c, "ascending") for c in IDENTITY],
-            )
-        )
+    order_by = ["_change_ordinal", *IDENTITY]
+    if n > 1 and not in_order(out, order_by):  # (in order: the stable sort's order)
+        out = out.take(pc.sort_indices(out, sort_keys=[(c, "ascending") for c in order_by]))
     return FinishedChanges(out, netted)
 
 
@@ -510,9 +484,9 @@ def _identities(rows: pa.Table, mask: pa.Array | pa.ChunkedArray) -> pa.Table:
 
 def _member(rows: pa.Table, identities: pa.Table) -> pa.Array:
     """Which rows carry one of ``identities``."""
-    keyed = rows.select(list(IDENTITY)).append_column(_POSITION, _arange(rows.num_rows))
+    keyed = rows.select(list(IDENTITY)).append_column(_POSITION, arange(rows.num_rows))
     hit = keyed.join(identities, keys=list(IDENTITY), join_type="left semi")[_POSITION]
-    return pc.is_in(_arange(rows.num_rows), value_set=hit.combine_chunks())
+    return pc.is_in(arange(rows.num_rows), value_set=hit.combine_chunks())
 
 
 def _pair(rows: pa.Table, key: Sequence[str], any_write: bool) -> tuple[pa.Array, pa.Array]:
@@ -529,7 +503,7 @@ def _pair(rows: pa.Table, key: Sequence[str], any_write: bool) -> tuple[pa.Array
     ):  # only inserts, or only deletes, or no write doing both: nothing to pair
         return pc.if_else(pc.equal(kinds, 0), INSERT, DELETE), rows[_COMMIT]
     group = list(key) if any_write else [_COMMIT, *key]
-    keyed = rows.select([*group, _KIND]).append_column(_POSITION, _arange(n))
+    keyed = rows.select([*group, _KIND]).append_column(_POSITION, arange(n))
     keyed = keyed.filter(pc.invert(_any_null(keyed, key)))
     counts = keyed.group_by(group).aggregate([(_KIND, "sum"), (_KIND, "count")])
     # exactly one delete (kind 1) and one insert (kind 0): sum 1 over count 2
@@ -537,7 +511,7 @@ def _pair(rows: pa.Table, key: Sequence[str], any_write: bool) -> tuple[pa.Array
         pc.and_(pc.equal(counts[f"{_KIND}_count"], 2), pc.equal(counts[f"{_KIND}_sum"], 1))
     ).select(group)
     paired = keyed.join(pairs, keys=group, join_type="inner")
-    is_paired = pc.is_in(_arange(n), value_set=paired[_POSITION].combine_chunks())
+    is_paired = pc.is_in(arange(n), value_set=paired[_POSITION].combine_chunks())
     change_type = pc.if_else(
         is_paired,
         pc.if_else(pc.equal(kinds, 0), UPDATE_POSTIMAGE, UPDATE_PREIMAGE),

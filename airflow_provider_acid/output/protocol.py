@@ -298,12 +298,12 @@ def _gather_results(
 
 def _verify_all(fs: AbstractFileSystem, out_root: str, results: Sequence[BucketResult]) -> None:
     checks = [(f, r.reused_from is None) for r in results for f in r.files]
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        problems = [
-            p
-            for p in pool.map(lambda c: _verify_file(fs, out_root, c[0], c[1]), checks)
-            if p is not None
-        ]
+    if renames_atomically(fs) or len(checks) < 2:  # a local disk answers at once: no threads
+        found = [_verify_file(fs, out_root, file, footer) for file, footer in checks]
+    else:  # remote storage: the requests at once
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            found = list(pool.map(lambda c: _verify_file(fs, out_root, c[0], c[1]), checks))
+    problems = [p for p in found if p is not None]
     if problems:
         shown = "; ".join(problems[:5]) + (" ..." if len(problems) > 5 else "")
         raise CommitError(f"{len(problems)} file(s) do not verify under {out_root}: {shown}")
