@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
+from fsspec.implementations.local import LocalFileSystem
 
 from ..acid.hive_types import HiveType, partition_scalar
 from ..acid.listing import location_uri, resolve_filesystem
@@ -52,6 +53,14 @@ from .plan import (
     slice_fingerprint,
     with_partition_types,
 )
+
+#: Every this many batches written from a source not on a local disk (whose reads are
+#: prefetched into memory), the memory pyarrow's pool freed is handed back to the system
+#: (``release_unused``): mimalloc, its default pool, otherwise keeps the freed pages of decoded
+#: stripes and encoded row groups, 40 to 50 MiB of a worker's peak RSS in the S3 benchmark.
+#: About 1 ms a call, but taking the pages back costs page faults: a local compaction was 8 to
+#: 12% slower for it, so it is not done there.
+RELEASE_EVERY_BATCHES = 2
 
 # -- writing one bucket ----------------------------------------------------------------------
 
@@ -108,7 +117,8 @@ def compact_bucket(
         schema,
         settings,
     )
-    invalid = deleted = filtered = written = 0
+    invalid = deleted = filtered = written = batches = 0
+    release = not isinstance(fs, LocalFileSystem)
     try:
         for batch in reader.data_batches():
             n = batch.num_rows
@@ -147,6 +157,9 @@ def compact_bucket(
                     table = table.filter(mask)
             written += table.num_rows
             writer.write(table)
+            batches += 1
+            if release and batches % RELEASE_EVERY_BATCHES == 0:
+                pa.default_memory_pool().release_unused()
         files = writer.close()
     except BaseException:
         writer.abort()
