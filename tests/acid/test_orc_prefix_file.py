@@ -13,7 +13,6 @@ import pyarrow.orc as pa_orc
 import pytest
 
 from airflow_provider_acid.acid import orc_prefix_file
-from airflow_provider_acid.acid.data_file_open import open_file
 from airflow_provider_acid.acid.orc_prefix_file import prefix_file
 from airflow_provider_acid.acid.resolution import resolve_read_view
 from airflow_provider_acid.testing.table_writer import AcidTableWriter
@@ -70,20 +69,6 @@ def test_every_budget_gives_the_stripes_rows_or_fails(tmp_path, compression, mon
             assert batch.equals(whole.slice(0, rows)), (index, rows, failed)
             break
         assert failed > 0  # budgets of one byte: some reads fell short, and said so
-
-
-def test_the_rows_read_through_the_open_file_are_the_stripes(tmp_path):
-    table = AcidTableWriter(str(tmp_path / "t"), TYPES, stripe_rows=3000)
-    table.insert([_row(i) for i in range(7000)])
-    (bucket_slice,) = resolve_read_view(str(tmp_path / "t")).slices
-    opened = open_file(LOCAL, bucket_slice.data_files[0])
-    try:
-        for index, rows in ((0, 1), (1, 2017), (2, 1000)):
-            whole = opened.stripe(index, None)
-            first = opened.stripe_prefix(index, list(whole.schema.names), rows)
-            assert first is not None and first.equals(whole.slice(0, rows)), (index, rows)
-    finally:
-        opened.handle.close()
 
 
 def test_a_codec_it_does_not_read_gives_none(tmp_path):
