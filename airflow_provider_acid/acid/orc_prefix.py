@@ -75,23 +75,44 @@ class _TailView(io.RawIOBase):
         super().close()
 
 
-def _rewritten(message: bytes, change: Callable[[int, int | bytes], int | bytes | None]) -> bytes:
-    """``message`` with each field's value replaced by ``change`` (None drops the field);
-    :class:`Unreadable` when the message does not read back to its own bytes."""
+#: The most bytes one chunk of a compressed ORC section holds (its 3-byte header's 23 bits).
+CHUNK_LIMIT = (1 << 23) - 1
+
+
+def lossless_fields(message: bytes) -> list[tuple[int, int | bytes]]:
+    """``message``'s fields (:func:`.protobuf_fields.message_fields`), checked to encode back
+    to its own bytes: :class:`Unreadable` when they do not (a rewrite would lose something).
+
+    :param message: the message's bytes.
+    """
     fields = message_fields(message)
     if encoded(fields) != message:
         raise Unreadable("a message this module would not rewrite without loss")
-    kept = [(n, change(n, v)) for n, v in fields]
-    return encoded([(n, v) for n, v in kept if v is not None])
+    return fields
 
 
-def _framed(data: bytes, codec: str) -> bytes:
-    """``data`` as a section of a file of ``codec``: as is, or one uncompressed chunk."""
+def framed(data: bytes | bytearray, codec: str, block: int = CHUNK_LIMIT) -> bytes:
+    """``data`` as a section of a file of ``codec``: as is, or uncompressed chunks of at most
+    ``block`` bytes.
+
+    :param data: the section's bytes.
+    :param codec: the file's codec (pyarrow's name).
+    :param block: the most bytes a chunk holds.
+    """
     if codec == "UNCOMPRESSED":
-        return data
-    if len(data) >= 1 << 23:
-        raise Unreadable("a footer too long for one chunk")
-    return (len(data) << 1 | 1).to_bytes(3, "little") + data
+        return bytes(data)
+    out = bytearray()
+    for at in range(0, len(data), block):
+        piece = data[at : at + block]
+        out += (len(piece) << 1 | 1).to_bytes(3, "little") + piece
+    return bytes(out)
+
+
+def _rewritten(message: bytes, change: Callable[[int, int | bytes], int | bytes | None]) -> bytes:
+    """``message`` with each field's value replaced by ``change`` (None drops the field);
+    :class:`Unreadable` when the message does not read back to its own bytes."""
+    kept = [(n, change(n, v)) for n, v in lossless_fields(message)]
+    return encoded([(n, v) for n, v in kept if v is not None])
 
 
 def prefix_view(
@@ -133,7 +154,10 @@ def prefix_view(
                 return rows
             return None if number == _FOOTER_STATISTICS else value
 
-        new_footer = _framed(_rewritten(footer, footer_field), codec)
+        rewritten = _rewritten(footer, footer_field)
+        if len(rewritten) > CHUNK_LIMIT:
+            raise Unreadable("a footer too long for one chunk")
+        new_footer = framed(rewritten, codec)
 
         def postscript_field(number: int, value: int | bytes) -> int | bytes | None:
             if number == _POSTSCRIPT_FOOTER_LENGTH:
@@ -151,4 +175,4 @@ def prefix_view(
     return lambda: _TailView(open_file(), cut, tail)
 
 
-__all__ = ["prefix_view"]
+__all__ = ["CHUNK_LIMIT", "framed", "lossless_fields", "prefix_view"]

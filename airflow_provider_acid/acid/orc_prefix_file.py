@@ -30,6 +30,7 @@ from typing import IO, Any
 
 import pyarrow.orc as pa_orc
 
+from .orc_prefix import framed, lossless_fields
 from .orc_stripe_stats import CODECS, Unreadable, decompressed
 from .protobuf_fields import ProtobufError, encoded, message_fields, varint
 
@@ -125,25 +126,6 @@ class _StreamPrefix:
             self._inflating, self._pending = zlib.decompressobj(-15), chunk
 
 
-def _framed(data: bytes | bytearray, codec: str, block: int) -> bytes:
-    """``data`` as a stream of a file of ``codec``: as is, or uncompressed chunks of at most
-    ``block`` bytes."""
-    if codec == "UNCOMPRESSED":
-        return bytes(data)
-    out = bytearray()
-    for at in range(0, len(data), block):
-        piece = data[at : at + block]
-        out += (len(piece) << 1 | 1).to_bytes(3, "little") + piece
-    return bytes(out)
-
-
-def _checked(message: bytes) -> _Fields:
-    fields = message_fields(message)
-    if encoded(fields) != message:
-        raise Unreadable("a message this module would not rewrite without loss")
-    return fields
-
-
 def _numbers(value: int | bytes) -> list[int]:
     """A repeated integer field's values: one varint, or a packed run of them."""
     if isinstance(value, int):
@@ -221,16 +203,16 @@ class PrefixFile:
         streams, data = [], bytearray()
         with self._open() as handle:
             for (kind, column, prefix, _), budget in zip(self._streams, self._budgets, strict=True):
-                framed = b""
+                stored = b""
                 if prefix is not None:
                     prefix.fill(budget, handle)
-                    framed = _framed(prefix.data[:budget], self._codec, self._block)
-                data += framed
+                    stored = framed(prefix.data[:budget], self._codec, self._block)
+                data += stored
                 stream = [(_STREAM_KIND, kind), (_STREAM_COLUMN, column)]
-                streams.append(encoded([*stream, (_STREAM_LENGTH, len(framed))]))
+                streams.append(encoded([*stream, (_STREAM_LENGTH, len(stored))]))
         kept = [(n, v) for n, v in stripe_footer_fields if n != _SFOOTER_STREAMS]
         stripe_footer = encoded([(_SFOOTER_STREAMS, s) for s in streams] + kept)
-        stripe_footer = _framed(stripe_footer, self._codec, 1 << 22)
+        stripe_footer = framed(stripe_footer, self._codec, 1 << 22)
         stripe = encoded(
             [(_STRIPE_OFFSET, 3), (_STRIPE_INDEX, 0), (_STRIPE_DATA, len(data))]
             + [(_STRIPE_FOOTER, len(stripe_footer)), (_STRIPE_ROWS, self._rows)]
@@ -256,7 +238,7 @@ class PrefixFile:
             changed = footer_field(number, value)
             if changed is not None:
                 fields.append((number, changed))
-        footer = _framed(encoded(fields), self._codec, 1 << 22)
+        footer = framed(encoded(fields), self._codec, 1 << 22)
         postscript = encoded(
             [
                 (n, len(footer) if n == _POSTSCRIPT_FOOTER_LENGTH else v)
@@ -348,8 +330,8 @@ def prefix_file(
             raw = handle.read(footer_length + postscript_length)
             if len(raw) != footer_length + postscript_length:
                 return None
-            footer = _checked(decompressed(raw[:footer_length], codec))
-            postscript = _checked(raw[footer_length:])
+            footer = lossless_fields(decompressed(raw[:footer_length], codec))
+            postscript = lossless_fields(raw[footer_length:])
             stripes = [v for n, v in footer if n == _FOOTER_STRIPES and isinstance(v, bytes)]
             types = [v for n, v in footer if n == _FOOTER_TYPES and isinstance(v, bytes)]
             if any(n == _FOOTER_ENCRYPTION for n, _ in footer) or not 0 <= stripe < len(stripes):
@@ -365,7 +347,7 @@ def prefix_file(
             fraction = rows / stripe_rows
             handle.seek(offset + index + data)
             raw_stripe_footer = handle.read(footer_size)
-        stripe_footer = _checked(decompressed(raw_stripe_footer, codec))
+        stripe_footer = lossless_fields(decompressed(raw_stripe_footer, codec))
         if any(n == _SFOOTER_ENCRYPTION for n, _ in stripe_footer):
             return None
         wanted = _column_ids(types, columns)

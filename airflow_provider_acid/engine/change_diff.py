@@ -33,6 +33,7 @@ from ..output.protocol import committed_snapshots
 from ..output.records import SnapshotResult
 from .change_rows import IDENTITY, ROW_WRITE, SliceChanges, bookkeeping_rows
 from .delete_keys import DeleteKeySet
+from .row_order import arange
 
 #: The snapshot's identity columns, as the feed names them.
 _SNAPSHOT_IDENTITY = tuple(name for name, _ in IDENTITY_COLUMNS[:3])
@@ -104,9 +105,7 @@ def _anti(rows_ids: pa.Table, other: pa.Table) -> pa.Array:
     n = rows_ids.num_rows
     if n == 0:
         return pa.array([], pa.bool_())
-    positions = pc.subtract(
-        pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n)), pa.scalar(1, pa.int64())
-    )
+    positions = arange(n)
     keyed = rows_ids.append_column("__p", positions)
     kept = keyed.join(other, keys=list(IDENTITY), join_type="left anti")["__p"]
     return pc.is_in(positions, value_set=kept.combine_chunks())
