@@ -237,6 +237,21 @@ def _place_complete(path: str, data: bytes, place: Callable[[str, str], None]) -
             os.unlink(temporary)
 
 
+def read_whole(fs: AbstractFileSystem, path: str) -> bytes:
+    """The whole of the small file or object at ``path`` in one request (FileNotFoundError
+    if there is none). s3fs's ``cat_file`` otherwise asks for the object's size first, to read
+    a large one in concurrent parts: a ``HEAD``, and a listing too when the object is missing,
+    each a round trip paid in turn. The documents read whole (plans, manifests, the commit
+    lock) are small.
+
+    :param fs: the filesystem holding ``path``.
+    :param path: the file's path on ``fs``.
+    """
+    if getattr(fs, "max_concurrency", 1) > 1:  # s3fs: one GET, not HEAD then GET
+        return fs.cat_file(path, max_concurrency=1)
+    return fs.cat_file(path)
+
+
 def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
     """Create ``path`` holding ``data`` unless it exists: True if this call created it.
 

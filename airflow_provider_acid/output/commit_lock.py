@@ -28,7 +28,7 @@ from typing import Any
 
 from fsspec import AbstractFileSystem
 
-from ..acid.storage import create_exclusive, remove_temporaries
+from ..acid.storage import create_exclusive, read_whole, remove_temporaries
 from .records import CommitError
 
 LOCK_NAME = "_commit.lock"
@@ -98,7 +98,7 @@ def lock_path(out_root: str) -> str:
 def _read_holder(fs: AbstractFileSystem, path: str) -> tuple[bool, LockHolder | None]:
     """(exists, holder); holder None when the lock exists but cannot be read (yet)."""
     try:
-        return True, LockHolder.from_json(fs.cat_file(path))
+        return True, LockHolder.from_json(read_whole(fs, path))
     except FileNotFoundError:
         return False, None
 

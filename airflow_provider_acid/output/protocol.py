@@ -61,8 +61,11 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
 from ..acid.listing import resolve_filesystem
+from ..acid.ranged_reads import SpanFile
 from ..acid.storage import (
     TEMPORARY_NAME,
+    is_object_store,
+    read_whole,
     remove_temporaries,
     remove_temporary,
     renames_atomically,
@@ -94,7 +97,7 @@ def snapshot_dir(out_root: str, snapshot_id: str) -> str:
 
 def _get_json(fs: AbstractFileSystem, path: str) -> dict[str, Any] | None:
     try:
-        raw = fs.cat_file(path)
+        raw = read_whole(fs, path)
     except FileNotFoundError:
         return None
     # Plans and manifests are stored whole (write_whole): one that does not parse is damaged.
@@ -246,7 +249,9 @@ def _verify_file(
         return f"{file.path} holds {size} bytes, {file.size} recorded"
     if footer:
         try:
-            with fs.open(path, "rb") as handle:
+            # on an object store the footer is read knowing the size (no second HEAD)
+            opened = SpanFile(fs, path, size) if is_object_store(fs) else fs.open(path, "rb")
+            with opened as handle:
                 rows = pq.ParquetFile(handle).metadata.num_rows
         except Exception as exc:  # noqa: BLE001 - any unreadable footer is a failed check
             return f"{file.path} has no readable Parquet footer ({exc})"

@@ -16,7 +16,6 @@ paths. Entries written before have no range: their segments are always read.
 from __future__ import annotations
 
 import datetime as dt
-import errno
 import json
 import re
 import urllib.parse
@@ -29,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..acid.storage import naming, write_whole
+from ..acid.storage import naming, read_whole, write_whole
 from .index_format import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -157,20 +156,15 @@ def damaged_error(path: str, exc: BaseException) -> IndexFormatError:
 
 
 def fetch_bytes(fs: Any, path: str) -> bytes:
-    """An index file's bytes, fetched whole in one request: a range from 0 (s3fs asks for the
-    object's size first when no range is given, a round trip more per file).
+    """An index file's bytes, fetched whole in one request (:func:`.acid.storage.read_whole`:
+    no request for the object's size first).
 
     :param fs: the index's filesystem.
     :param path: the file to read.
     """
     try:
         with naming(path):
-            try:
-                return fs.cat_file(path, start=0)
-            except OSError as exc:
-                if exc.errno != errno.EINVAL:  # not "range not satisfiable" (an empty object)
-                    raise
-                return fs.cat_file(path)
+            return read_whole(fs, path)
     except FileNotFoundError as exc:
         raise damaged_error(path, exc) from None
 

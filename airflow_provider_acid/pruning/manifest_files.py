@@ -24,7 +24,7 @@ from fsspec import AbstractFileSystem
 from ..acid.listing import location_uri, resolve_filesystem
 from ..acid.locations import check_outside_table
 from ..acid.source import TableDefinition, TableSource
-from ..acid.storage import naming, write_whole
+from ..acid.storage import naming, read_whole, write_whole
 from .explain import SliceVerdict
 
 FORMAT = "airflow-acid/slice-manifest"
@@ -312,7 +312,7 @@ def manifest_checksum(manifest: SliceManifest) -> str:
 
 def _read_manifest(fs: AbstractFileSystem, path: str) -> SliceManifest:
     with naming(path):
-        raw = fs.cat_file(path)  # storage errors are raised here, the rest is parsing
+        raw = read_whole(fs, path)  # storage errors are raised here, the rest is parsing
     try:
         data = _parse_manifest(path, raw)
     except OSError as exc:  # pyarrow's for a damaged Parquet file

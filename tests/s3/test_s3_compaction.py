@@ -279,6 +279,34 @@ def test_a_compaction_lists_the_table_once(s3, demo):
     assert len(result.buckets) == 8
 
 
+def test_the_snapshot_s_documents_and_footers_cost_one_request_each(s3, demo):
+    """The plan, the manifest (missing, then written) and the commit lock are read whole in
+    one GET each (no HEAD for their size, no listing when one is missing), and the commit
+    checks each output file with one HEAD (its size) and GETs of its footer (no second HEAD)."""
+    _, url = demo
+    out = s3.url("documents")
+
+    with s3.requests.recording() as seen:
+        result = compact_table(url, out, storage_options=s3.storage_options)
+
+    out_key = object_key(out)
+    documents = ("plan.json", "manifest.json", "_commit.lock")
+    on_documents = [r for r in seen if r.key.startswith(out_key) and r.key.endswith(documents)]
+    assert {r.operation for r in on_documents} == {"GetObject", "PutObject", "DeleteObject"}
+    assert (
+        not [  # s3fs's check whether a missing object is a folder
+            r.prefix
+            for r in seen
+            if r.operation == "ListObjectsV2" and (r.prefix or "").rstrip("/").endswith(documents)
+        ]
+    )
+    for file in result.files:
+        key = f"{out_key}/{file.path}"
+        on_file = Counter(r.operation for r in seen if r.key == key)
+        assert on_file["PutObject"] == 1 and on_file["HeadObject"] == 1, (key, on_file)
+        assert on_file["GetObject"] >= 1, (key, on_file)  # its footer
+
+
 # -- 3b. a data file big enough for a multipart upload -------------------------------------------
 
 MULTIPART_BLOCK = 5 * 2**20  # S3's smallest part: s3fs switches to multipart past one block
