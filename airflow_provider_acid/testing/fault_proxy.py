@@ -29,6 +29,12 @@ arguments): ``latency`` seconds added to every request before it is forwarded (a
 a distant object store: requests made one after another pay it each time, requests made at
 once pay it once), and ``bandwidth`` bytes a second that all request and answer bodies share
 (a link of that capacity: bodies are passed on in 64 KiB pieces no faster than it allows).
+Bodies are streamed as a network passes them: a request no fault picks has its body passed on
+to the server as it arrives and the answer's body passed back as the server sends it (holding
+each whole first would add a delay that grows with the body's size, twice); the connections
+to the server are kept alive between requests (for at most ``_IDLE_SECONDS`` idle), and the
+proxy's own answers are not held back by Nagle's algorithm. A request a fault picks is read
+whole, to be cut off or answered instead.
 
 An ``intercept`` callable, given each request's method, path and query before anything else,
 may answer it instead of the server (returning status, reason and an XML body) or delay it;
@@ -63,6 +69,10 @@ _ATTEMPT = re.compile(r"attempt=(\d+)")
 _DROPPED = {"connection", "keep-alive", "transfer-encoding", "expect", "content-length", "server"}
 #: Body bytes passed on at once under a bandwidth cap.
 _PIECE = 64 * 1024
+#: Body bytes passed on at once without a cap (bodies are streamed, not held whole).
+_STREAM_PIECE = 1024 * 1024
+#: A connection to the server idle longer than this is not used again (servers close them).
+_IDLE_SECONDS = 2.0
 #: What an ``intercept`` answers instead of the server: status, reason, XML body.
 Answer = tuple[int, str, bytes]
 
@@ -207,6 +217,7 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
         self._seen: list[SeenRequest] = []
+        self._idle: list[tuple[http.client.HTTPConnection, float]] = []  # to the server
         self._stop = threading.Event()
         self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
@@ -222,6 +233,10 @@ class FaultProxy:
 
     def stop(self) -> None:
         self._stop.set()  # wakes stalled requests
+        with self._lock:
+            for connection, _ in self._idle:
+                connection.close()
+            self._idle.clear()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=10)
@@ -294,6 +309,7 @@ class FaultProxy:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, and 100-continue answered for us
+            disable_nagle_algorithm = True  # a small body is not held back for an ACK
 
             def log_message(self, format: str, *args: object) -> None:  # noqa: A002
                 pass
@@ -329,6 +345,9 @@ class FaultProxy:
             if length:
                 handler.rfile.read(length // 2)
             _reset(handler)  # before the server saw the request
+            return
+        if kind is None and answer is None and not chunked:
+            self._stream(handler, key, length)
             return
         body = _read_chunked(handler) if chunked else handler.rfile.read(length)
         self._link.send(len(body))
@@ -388,6 +407,75 @@ class FaultProxy:
             chunk = payload[start : start + piece]
             self._link.send(len(chunk))
             handler.wfile.write(chunk)
+
+    def _connection(self) -> http.client.HTTPConnection:
+        """A connection to the server kept alive after an earlier request (idle for less than
+        ``_IDLE_SECONDS``), or a new one."""
+        with self._lock:
+            while self._idle:
+                connection, since = self._idle.pop()
+                if time.monotonic() - since < _IDLE_SECONDS:
+                    return connection
+                connection.close()  # the server may have closed it meanwhile
+        return http.client.HTTPConnection(self.upstream_host, self.upstream_port, timeout=60)
+
+    def _stream(self, handler: BaseHTTPRequestHandler, key: str, length: int) -> None:
+        """Forward a request no fault picked as a network would: its body passed on to the
+        server as it arrives, the answer's body to the client as the server sends it (an
+        answer without a length is passed on whole)."""
+        upstream = self._connection()
+        reusable = False
+        try:
+            headers = {k: v for k, v in handler.headers.items() if k.lower() not in _DROPPED}
+            headers["Content-Length"] = str(length)
+            upstream.putrequest(
+                handler.command,
+                handler.path,
+                skip_host="host" in (k.lower() for k in headers),
+                skip_accept_encoding=True,
+            )
+            for name, value in headers.items():
+                upstream.putheader(name, value)
+            upstream.endheaders()
+            left = length
+            while left > 0:
+                piece = handler.rfile.read(min(left, _STREAM_PIECE))
+                if not piece:
+                    raise ConnectionError(f"the client sent {length - left} of {length} bytes")
+                self._link.send(len(piece))
+                upstream.send(piece)
+                left -= len(piece)
+            self._count("up", length)
+            response = upstream.getresponse()
+            answer_headers = response.getheaders()
+            announced = dict((k.lower(), v) for k, v in answer_headers).get("content-length")
+            handler.send_response(response.status, response.reason)
+            for name, value in answer_headers:
+                if name.lower() not in _DROPPED:
+                    handler.send_header(name, value)
+            if handler.command == "HEAD":
+                handler.send_header("Content-Length", announced or "0")
+                handler.end_headers()
+            else:
+                whole = None if announced is not None else response.read()  # no length given
+                size = int(announced) if whole is None else len(whole)
+                handler.send_header("Content-Length", str(size))
+                handler.end_headers()
+                if self.answered is not None:
+                    self.answered(key, size)
+                piece_size = _PIECE if self._link.rate else _STREAM_PIECE
+                pieces = iter(lambda: response.read(piece_size), b"") if whole is None else [whole]
+                for piece in pieces:
+                    self._link.send(len(piece))
+                    self._count("down", len(piece))  # counted before the client has it
+                    handler.wfile.write(piece)
+            reusable = not response.will_close and response.isclosed()
+        finally:
+            if reusable:
+                with self._lock:
+                    self._idle.append((upstream, time.monotonic()))
+            else:
+                upstream.close()
 
 
 class _QuietServer(ThreadingHTTPServer):

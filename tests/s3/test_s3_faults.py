@@ -335,3 +335,30 @@ def test_a_bad_retry_setting_is_refused_naming_it(extra, named):
 
 def test_no_retry_setting_leaves_botocore_defaults():
     assert "config_kwargs" not in storage_options_from_extra({"endpoint_url": "http://x"})
+
+
+def test_the_proxy_passes_bodies_larger_than_its_pieces_whole_and_counts_them(
+    s3, proxy, through_proxy
+):
+    # 3.5 MiB: several of the pieces a body is streamed in (1 MiB; 64 KiB under a cap)
+    data = bytes(range(256)) * (14 * 2**10)
+    fs = s3fs.S3FileSystem(**through_proxy, skip_instance_cache=True)
+    path = f"{s3.bucket}/proxy-bodies/object.bin"
+    before = proxy.traffic()
+    fs.pipe_file(path, data)
+    whole = fs.cat_file(path)
+    part = fs.cat_file(path, start=2**20 - 7, end=3 * 2**20 + 5)  # 3 pieces, cut anywhere
+    with proxy.shaped(bandwidth=8e6):  # 8 MB/s: the body is paced in 64 KiB pieces
+        capped = fs.cat_file(path, start=0, end=2**20)
+    after = proxy.traffic()
+
+    assert whole == data
+    assert part == data[2**20 - 7 : 3 * 2**20 + 5]
+    assert capped == data[: 2**20]
+    assert after["up"] - before["up"] == len(data)
+    down = after["down"] - before["down"]
+    assert down == len(data) + len(part) + len(capped)
+    seen = [r for r in proxy.seen() if r.key == "proxy-bodies/object.bin"]
+    bodies = [r.operation for r in seen if r.operation != "HeadObject"]  # s3fs asks the size
+    assert bodies == ["PutObject", "GetObject", "GetObject", "GetObject"]
+    assert all(r.attempt == 1 and r.injected is None for r in seen)
