@@ -32,9 +32,10 @@ once pay it once), and ``bandwidth`` bytes a second that all request and answer 
 Bodies are streamed as a network passes them: a request no fault picks has its body passed on
 to the server as it arrives and the answer's body passed back as the server sends it (holding
 each whole first would add a delay that grows with the body's size, twice); the connections
-to the server are kept alive between requests (for at most ``_IDLE_SECONDS`` idle), and the
-proxy's own answers are not held back by Nagle's algorithm. A request a fault picks is read
-whole, to be cut off or answered instead.
+to the server are kept alive between requests (for at most ``_IDLE_SECONDS`` idle; one the
+server closed meanwhile is replaced for a request without a body), and the proxy's own
+answers are not held back by Nagle's algorithm. A request a fault picks is read whole, to be
+cut off or answered instead.
 
 An ``intercept`` callable, given each request's method, path and query before anything else,
 may answer it instead of the server (returning status, reason and an XML body) or delay it;
@@ -408,45 +409,77 @@ class FaultProxy:
             self._link.send(len(chunk))
             handler.wfile.write(chunk)
 
-    def _connection(self) -> http.client.HTTPConnection:
-        """A connection to the server kept alive after an earlier request (idle for less than
-        ``_IDLE_SECONDS``), or a new one."""
+    def _connection(self) -> tuple[bool, http.client.HTTPConnection]:
+        """(kept, connection): a connection to the server kept alive after an earlier request
+        (idle for less than ``_IDLE_SECONDS``), or a new one."""
         with self._lock:
             while self._idle:
                 connection, since = self._idle.pop()
                 if time.monotonic() - since < _IDLE_SECONDS:
-                    return connection
+                    return True, connection
                 connection.close()  # the server may have closed it meanwhile
+        return False, self._new_connection()
+
+    def _new_connection(self) -> http.client.HTTPConnection:
         return http.client.HTTPConnection(self.upstream_host, self.upstream_port, timeout=60)
+
+    def _ask(
+        self, handler: BaseHTTPRequestHandler, length: int
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """Send the request to the server, its body streamed from the client, and read the
+        head of the answer. A kept-alive connection that the server closed meanwhile is
+        replaced by a new one, once, for a request without a body (a body is read from the
+        client as it is sent: it cannot be sent again)."""
+        kept, upstream = self._connection()
+        try:
+            self._send(handler, upstream, length)
+            return upstream, upstream.getresponse()
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            upstream.close()
+            if not kept or length:
+                raise
+        except BaseException:
+            upstream.close()
+            raise
+        upstream = self._new_connection()
+        try:
+            self._send(handler, upstream, 0)
+            return upstream, upstream.getresponse()
+        except BaseException:
+            upstream.close()
+            raise
+
+    def _send(
+        self, handler: BaseHTTPRequestHandler, upstream: http.client.HTTPConnection, length: int
+    ) -> None:
+        headers = {k: v for k, v in handler.headers.items() if k.lower() not in _DROPPED}
+        headers["Content-Length"] = str(length)
+        upstream.putrequest(
+            handler.command,
+            handler.path,
+            skip_host="host" in (k.lower() for k in headers),
+            skip_accept_encoding=True,
+        )
+        for name, value in headers.items():
+            upstream.putheader(name, value)
+        upstream.endheaders()
+        left = length
+        while left > 0:
+            piece = handler.rfile.read(min(left, _STREAM_PIECE))
+            if not piece:
+                raise ConnectionError(f"the client sent {length - left} of {length} bytes")
+            self._link.send(len(piece))
+            upstream.send(piece)
+            left -= len(piece)
+        self._count("up", length)
 
     def _stream(self, handler: BaseHTTPRequestHandler, key: str, length: int) -> None:
         """Forward a request no fault picked as a network would: its body passed on to the
         server as it arrives, the answer's body to the client as the server sends it (an
         answer without a length is passed on whole)."""
-        upstream = self._connection()
+        upstream, response = self._ask(handler, length)
         reusable = False
         try:
-            headers = {k: v for k, v in handler.headers.items() if k.lower() not in _DROPPED}
-            headers["Content-Length"] = str(length)
-            upstream.putrequest(
-                handler.command,
-                handler.path,
-                skip_host="host" in (k.lower() for k in headers),
-                skip_accept_encoding=True,
-            )
-            for name, value in headers.items():
-                upstream.putheader(name, value)
-            upstream.endheaders()
-            left = length
-            while left > 0:
-                piece = handler.rfile.read(min(left, _STREAM_PIECE))
-                if not piece:
-                    raise ConnectionError(f"the client sent {length - left} of {length} bytes")
-                self._link.send(len(piece))
-                upstream.send(piece)
-                left -= len(piece)
-            self._count("up", length)
-            response = upstream.getresponse()
             answer_headers = response.getheaders()
             announced = dict((k.lower(), v) for k, v in answer_headers).get("content-length")
             handler.send_response(response.status, response.reason)
