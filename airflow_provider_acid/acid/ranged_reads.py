@@ -51,7 +51,6 @@ __all__ = [
     "SMALL_BYTES",
     "PrefetchedFile",
     "ReadOnlyFile",
-    "SpanFile",
     "open_data_file",
     "open_data_files",
 ]
@@ -193,25 +192,6 @@ class ReadOnlyFile(io.RawIOBase):
         data = self.read(len(view))
         view[: len(data)] = data
         return len(data)
-
-
-class SpanFile(ReadOnlyFile):
-    """A read-only, seekable file of a known ``size`` whose every read is one ranged read of
-    the object (``fs.cat_file``), with no request to learn its size first (s3fs's own file
-    makes a ``HEAD``). For a few small reads of a file whose size is known: a footer.
-
-    :param fs: the filesystem holding the object.
-    :param path: the object's path on ``fs``.
-    :param size: the object's size in bytes, as known.
-    """
-
-    def __init__(self, fs: AbstractFileSystem, path: str, size: int) -> None:
-        super().__init__(path, size)
-        self._fs = fs
-
-    def _read_span(self, start: int, end: int) -> bytes:
-        with naming(self._path):
-            return bytes(self._fs.cat_file(self._path, start=start, end=end))
 
 
 class PrefetchedFile(ReadOnlyFile):

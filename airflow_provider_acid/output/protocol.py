@@ -60,8 +60,8 @@ from typing import Any
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
+from ..acid.footers import TailFile, read_tail
 from ..acid.listing import resolve_filesystem
-from ..acid.ranged_reads import SpanFile
 from ..acid.storage import (
     TEMPORARY_NAME,
     is_object_store,
@@ -249,9 +249,11 @@ def _verify_file(
         return f"{file.path} holds {size} bytes, {file.size} recorded"
     if footer:
         try:
-            # on an object store the footer is read knowing the size (no second HEAD)
-            opened = SpanFile(fs, path, size) if is_object_store(fs) else fs.open(path, "rb")
-            with opened as handle:
+            if is_object_store(fs):  # its footer's bytes only, at its size: no second HEAD
+                handle = TailFile(read_tail(fs, path, size), fs)
+            else:
+                handle = fs.open(path, "rb")
+            with handle:
                 rows = pq.ParquetFile(handle).metadata.num_rows
         except Exception as exc:  # noqa: BLE001 - any unreadable footer is a failed check
             return f"{file.path} has no readable Parquet footer ({exc})"

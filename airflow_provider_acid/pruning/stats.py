@@ -31,7 +31,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..acid.data_file_open import ACID_COLUMNS
-from .footers import FileTail, FooterError, TailFile, read_tail
+from ..acid.footers import FileTail, FooterError, TailFile, read_tail
 
 __all__ = [
     "ACID_COLUMNS",
@@ -153,7 +153,7 @@ def detect_format(filesystem: Any, path: str) -> str:
 
 
 def _read_tail(filesystem: Any, path: str, size: int | None, kind: str = "") -> FileTail:
-    """The file's footer bytes, in at most two ranged reads (:func:`.footers.read_tail`)."""
+    """The file's footer bytes, in at most two ranged reads (:func:`.acid.footers.read_tail`)."""
     try:
         return read_tail(filesystem, path, size)
     except FileNotFoundError as exc:
@@ -322,7 +322,7 @@ def read_orc_stats(
     tail: FileTail | None = None,
 ) -> FileStats:
     """Footer statistics of one ORC file (plain or Hive ACID), read with pyorc from its
-    footer's bytes only (``tail``, else fetched with :func:`.footers.read_tail`)."""
+    footer's bytes only (``tail``, else fetched with :func:`.acid.footers.read_tail`)."""
     import pyorc
     from pyorc.enums import TypeKind
 
@@ -436,7 +436,7 @@ def read_parquet_stats(
     tail: FileTail | None = None,
 ) -> FileStats:
     """Footer statistics of one Parquet file, row groups merged per column, read from its
-    footer's bytes only (``tail``, else fetched with :func:`.footers.read_tail`)."""
+    footer's bytes only (``tail``, else fetched with :func:`.acid.footers.read_tail`)."""
     import pyarrow.parquet as pq
 
     if tail is None:

@@ -24,7 +24,7 @@ import pyorc
 import pytest
 from hive_fixtures import FIXTURES
 
-from airflow_provider_acid.pruning.footers import TAIL_BYTES, FileTail, TailFile
+from airflow_provider_acid.acid.footers import TAIL_BYTES, FileTail, TailFile
 from airflow_provider_acid.pruning.index import FileKey, refresh
 from airflow_provider_acid.pruning.stats import (
     read_file_stats,

@@ -25,9 +25,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ..acid.protobuf_fields import ProtobufError, message_fields
-from ..acid.ranged_reads import ReadOnlyFile
-from ..acid.storage import naming
+from .protobuf_fields import ProtobufError, message_fields
+from .ranged_reads import ReadOnlyFile
+from .storage import naming
 
 __all__ = ["TAIL_BYTES", "FileTail", "FooterError", "TailFile", "footer_span", "read_tail"]
 
