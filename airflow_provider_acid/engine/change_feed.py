@@ -44,7 +44,7 @@ from ..acid.schema import partition_columns
 from ..acid.source import ReadArguments, TableSource
 from ..acid.table_columns import TableColumns, table_columns
 from ..acid.writeids import NO_OPEN_ID, ValidWriteIdList
-from ..output.parquet_files import BucketFileWriter, output_schema
+from ..output.parquet_files import BucketFileWriter, footer_value_counts, output_schema
 from ..output.protocol import (
     committed_snapshots,
     read_manifest,
@@ -55,6 +55,7 @@ from .change_diff import IdentitySnapshot, diff_changes, find_identity_snapshot
 from .change_pairs import change_writes_metadata
 from .change_rows import (
     CHANGE_COLUMNS,
+    CHANGE_TYPE,
     CHANGE_TYPES,
     ChangeRange,
     CompactedRangeError,
@@ -472,6 +473,7 @@ def compute_slice(
         bucket_slice.bucket_id,
         schema,
         settings,
+        counted=CHANGE_TYPE,  # its footer counts the changes of each type (change_counts)
     )
     try:
         table = finished.rows.select(schema.names).cast(schema)
@@ -516,13 +518,19 @@ def feed_watermark(
 
 
 def change_counts(result: SnapshotResult, fs: AbstractFileSystem) -> dict[str, int]:
-    """Rows of each change type in a committed feed (from its files' ``_change_type``)."""
+    """Rows of each change type in a committed feed: from its files' footers, which count
+    their ``_change_type`` values (``parquet_files.footer_value_counts``), or from the column
+    itself in a file whose footer does not (a feed written before footers counted)."""
     counts = dict.fromkeys(CHANGE_TYPES, 0)
     for path in result.file_paths():
         with fs.open(path, "rb") as handle:
-            column = pq.ParquetFile(handle).read(columns=["_change_type"])["_change_type"]
-        for value in pc.value_counts(column).to_pylist():
-            counts[value["values"]] += value["counts"]
+            parquet = pq.ParquetFile(handle)
+            found = footer_value_counts(parquet.metadata, CHANGE_TYPE)
+            if found is None:
+                column = parquet.read(columns=[CHANGE_TYPE])[CHANGE_TYPE]
+                found = {v["values"]: v["counts"] for v in pc.value_counts(column).to_pylist()}
+        for value, rows in found.items():
+            counts[value] += rows
     return counts
 
 

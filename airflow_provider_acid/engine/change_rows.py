@@ -44,10 +44,12 @@ DELETE = "delete"
 UPDATE_PREIMAGE = "update_preimage"
 UPDATE_POSTIMAGE = "update_postimage"
 CHANGE_TYPES = (INSERT, DELETE, UPDATE_PREIMAGE, UPDATE_POSTIMAGE)
+#: The column holding a change row's type (one of :data:`CHANGE_TYPES`).
+CHANGE_TYPE = "_change_type"
 
 #: The columns every change row has after the table's (and partition) columns.
 CHANGE_COLUMNS = (
-    ("_change_type", pa.string()),
+    (CHANGE_TYPE, pa.string()),
     ("_commit_write_id", pa.int64()),
     ("_change_ordinal", pa.int64()),
     ("_acid_original_write_id", pa.int64()),
@@ -555,6 +557,7 @@ def _any_null(table: pa.Table, key: Sequence[str]) -> pa.Array:
 
 __all__ = [
     "CHANGE_COLUMNS",
+    "CHANGE_TYPE",
     "CHANGE_TYPES",
     "ChangeRange",
     "ChangeRowsError",

@@ -167,3 +167,42 @@ def test_slices_whose_footers_show_nothing_to_pair_are_not_read(tmp_path, monkey
     assert moved.to_dict()["counts"] == {
         "insert": 0, "delete": 1, "update_preimage": 1, "update_postimage": 1,
     }  # fmt: skip
+
+
+def test_the_counts_come_from_the_footers_and_a_footer_without_them_is_read(
+    table, tmp_path, monkeypatch
+):
+    """Each feed file's footer counts its change types, the files pairing rewrote too, and the
+    feed's counts are read from them; a file without (a feed written before) is counted from
+    its ``_change_type`` column."""
+    from airflow_provider_acid.engine.change_feed import change_counts
+    from airflow_provider_acid.output.parquet_files import VALUE_COUNTS_KEY, footer_value_counts
+
+    feed = compute_changes(
+        table.root, str(tmp_path / "f"), from_write_id=2, write_ids=table.valid_write_ids(),
+        key=("id",),
+    )  # fmt: skip
+    expected = {"insert": 3, "delete": 2, "update_preimage": 2, "update_postimage": 2}
+    paths = feed.result.file_paths()
+    assert len(paths) >= 2  # the pairs' files rewritten, and at least one other
+    for path in paths:
+        in_file = collections.Counter(pq.read_table(path)["_change_type"].to_pylist())
+        assert footer_value_counts(pq.read_metadata(path), "_change_type") == dict(in_file)
+        assert footer_value_counts(pq.read_metadata(path), "id") is None  # another column
+    reads = []
+    original_read = pq.ParquetFile.read
+    monkeypatch.setattr(
+        pq.ParquetFile,
+        "read",
+        lambda self, *a, **k: reads.append(a) or original_read(self, *a, **k),
+    )
+    fs = LocalFileSystem()
+    assert change_counts(feed.result, fs) == expected
+    assert reads == []  # the footers alone
+    # a file written before the footers counted: its column is read
+    older = pq.read_table(paths[0])
+    metadata = {k: v for k, v in (older.schema.metadata or {}).items() if k != VALUE_COUNTS_KEY}
+    pq.write_table(older.replace_schema_metadata(metadata), paths[0])
+    assert VALUE_COUNTS_KEY not in pq.read_metadata(paths[0]).metadata
+    assert change_counts(feed.result, fs) == expected
+    assert len(reads) == 1
