@@ -46,7 +46,7 @@ from ..acid.table_columns import TableColumns, table_columns
 from ..acid.writeids import NO_OPEN_ID, ValidWriteIdList
 from ..output.parquet_files import BucketFileWriter, footer_value_counts, output_schema
 from ..output.protocol import (
-    committed_snapshots,
+    latest_committed,
     read_manifest,
     write_plan,
 )
@@ -369,13 +369,11 @@ def _columns_at_a(
 ) -> list[Mapping[str, str]] | None:
     """The table's columns at A as the output knows them: those of the last feed ending at
     or before A, else the identity snapshot's (None: unknown)."""
-    feeds = [
-        s
-        for s in committed_snapshots(out_fs, out_root)
-        if "changes" in s.settings and s.max_write_id <= at
-    ]
-    if feeds:
-        return list(feeds[-1].settings["columns"])
+    feed = latest_committed(
+        out_fs, out_root, lambda s: "changes" in s.settings and s.max_write_id <= at
+    )
+    if feed is not None:
+        return list(feed.settings["columns"])
     return list(at_a.result.settings["columns"]) if at_a is not None else None
 
 
@@ -513,8 +511,8 @@ def feed_watermark(
 ) -> int | None:
     """The last write id delivered into ``out_uri`` (None when it holds no feed)."""
     fs, root = resolve_filesystem(out_uri, out_filesystem, storage_options)
-    feeds = [s for s in committed_snapshots(fs, root) if "changes" in s.settings]
-    return feeds[-1].max_write_id if feeds else None
+    latest = latest_committed(fs, root, lambda s: "changes" in s.settings)
+    return latest.max_write_id if latest is not None else None
 
 
 def change_counts(result: SnapshotResult, fs: AbstractFileSystem) -> dict[str, int]:

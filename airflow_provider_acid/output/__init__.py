@@ -13,11 +13,12 @@ Words: a *read view* is what Hive shows of the source table (``acid.read_view``,
 committed output.
 """
 
+from .expiry import expire_snapshots
 from .protocol import (
     commit_snapshot,
     committed_snapshots,
-    expire_snapshots,
     last_committed_write_id,
+    latest_committed,
     latest_snapshot,
     read_manifest,
     read_plan,
@@ -51,6 +52,7 @@ __all__ = [
     "data_file_name",
     "expire_snapshots",
     "last_committed_write_id",
+    "latest_committed",
     "latest_snapshot",
     "read_manifest",
     "read_plan",

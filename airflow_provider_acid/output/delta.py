@@ -53,8 +53,9 @@ from ..acid.hive_types import HiveType, HiveTypeError, partition_scalar
 from ..acid.listing import location_uri, resolve_filesystem
 from ..acid.partitions import parse_partition_component
 from .commit_lock import commit_lock
+from .expiry import expire_locked
 from .parquet_files import output_schema
-from .protocol import committed_snapshots, expire_locked
+from .protocol import committed_snapshots
 from .publication import Publication, SinkError
 from .records import ExpireResult, OutputFile, SnapshotResult
 

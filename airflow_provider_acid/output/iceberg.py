@@ -437,7 +437,7 @@ class IcebergSink:
     def _expire_locked(self, table: Any, keep: int, fs: Any, root: str) -> ExpireResult:
         from pyiceberg.table.snapshots import ancestors_of
 
-        from .protocol import expire_locked as expire_folder_locked
+        from .expiry import expire_locked as expire_folder_locked
 
         metadata = table.metadata
         history = list(ancestors_of(table.current_snapshot(), metadata))  # newest first

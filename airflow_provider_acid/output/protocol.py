@@ -7,6 +7,7 @@ Layout of an output folder (``OUT``)::
     OUT/_snapshots/<snapshot>/manifest.json  the commit point (written last, never changed)
     OUT/_snapshots/<snapshot>/_SUCCESS       marker beside it
     OUT/_SUCCESS                             marker naming the latest snapshot (JSON)
+    OUT/_commits/<sequence>-<snapshot>       the commit log: an empty entry per commit
     OUT/_snapshots/_commit.lock              held while a commit or an expiry runs
 
 How it keeps its promises without relying on renames (object stores have none):
@@ -40,6 +41,8 @@ How it keeps its promises without relying on renames (object stores have none):
   (:mod:`.sinks`). Temporaries of killed writers are removed by the next run of the same
   snapshot (each bucket's writer, and the commit for the manifest's), by later commits (those
   of snapshots that never committed) and by :func:`expire_snapshots`.
+* Each commit logs itself before its manifest (:mod:`.commit_log`), so the latest snapshot is
+  found from one listing and one manifest, not by reading every manifest.
 * Commits and expiries of one ``OUT`` are serialised by a lock object created only if absent
   (:mod:`.commit_lock`). A second writer waits for it; the same snapshot then returns the
   first commit, another one commits after it with the next sequence, or fails to verify if
@@ -72,11 +75,19 @@ from ..acid.storage import (
     write_whole,
 )
 from .commit_lock import DEFAULT_WAIT, commit_lock
+from .commit_log import (
+    LogEntry,
+    entries_in,
+    log_commit,
+    log_missing,
+    newest,
+    next_sequence,
+    read_log,
+)
 from .records import (
     DATA_FILE_NAME,
     BucketResult,
     CommitError,
-    ExpireResult,
     OutputFile,
     SnapshotPlan,
     SnapshotResult,
@@ -153,7 +164,8 @@ def read_manifest(fs: AbstractFileSystem, out_root: str, snapshot_id: str) -> Sn
 
 
 def committed_snapshots(fs: AbstractFileSystem, out_root: str) -> list[SnapshotResult]:
-    """Every committed snapshot of ``out_root``, oldest first (by commit sequence)."""
+    """Every committed snapshot of ``out_root``, oldest first (by commit sequence): every
+    manifest is read (:func:`latest_committed` reads one, as a rule)."""
     pattern = posixpath.join(out_root, SNAPSHOTS_DIR, "*", MANIFEST_FILE)
     found = []
     for path in fs.glob(pattern):
@@ -162,6 +174,34 @@ def committed_snapshots(fs: AbstractFileSystem, out_root: str) -> list[SnapshotR
         if result is not None:
             found.append(result)
     return sorted(found, key=lambda r: (r.sequence, r.committed_at))
+
+
+def latest_committed(
+    fs: AbstractFileSystem,
+    out_root: str,
+    accept: Callable[[SnapshotResult], bool] | None = None,
+) -> SnapshotResult | None:
+    """The newest committed snapshot of ``out_root`` that ``accept`` takes (None: none).
+
+    From the commit log (:mod:`.commit_log`): newest entry first, so one listing and, as a
+    rule, one manifest read. Every manifest is read only when no logged snapshot is taken (a
+    snapshot committed before the log began may be), or while the log is empty.
+
+    :param fs: the output folder's filesystem.
+    :param out_root: the output folder.
+    :param accept: the test the snapshot must pass (None: the newest).
+    """
+    entries = read_log(fs, out_root)
+    found = newest(entries, lambda sid: read_manifest(fs, out_root, sid), accept)
+    if found is not None:
+        return found
+    logged = {e.snapshot_id for e in entries}
+    older = [
+        s
+        for s in committed_snapshots(fs, out_root)
+        if s.snapshot_id not in logged and (accept is None or accept(s))
+    ]
+    return older[-1] if older else None
 
 
 def latest_snapshot(
@@ -176,11 +216,10 @@ def latest_snapshot(
     With ``committed_before`` (a datetime or ISO text), only snapshots committed earlier
     count: a re-run of a scheduled interval then sees what the first run saw."""
     fs, root = resolve_filesystem(out_uri, out_filesystem, storage_options)
-    snapshots = committed_snapshots(fs, root)
-    if committed_before is not None:
-        limit = _as_utc(committed_before)
-        snapshots = [s for s in snapshots if _as_utc(s.committed_at) < limit]
-    return snapshots[-1] if snapshots else None
+    if committed_before is None:
+        return latest_committed(fs, root)
+    limit = _as_utc(committed_before)
+    return latest_committed(fs, root, lambda s: _as_utc(s.committed_at) < limit)
 
 
 def _is_hidden_path(relative: str) -> bool:
@@ -195,16 +234,20 @@ def _find(fs: AbstractFileSystem, out_root: str) -> list[str]:
         return []
 
 
-def _data_files(
+def data_files_below(
     fs: AbstractFileSystem,
     out_root: str,
     *,
     temporaries: bool = False,
     found: list[str] | None = None,
 ) -> dict[str, str]:
-    """Data files below ``out_root`` outside hidden paths: relative path -> snapshot id. With
-    ``temporaries``, the hidden temporaries data files are written under instead. ``found``:
-    the files below ``out_root`` when already listed (:func:`_find`)."""
+    """Data files below ``out_root`` outside hidden paths: relative path -> snapshot id.
+
+    :param fs: the output folder's filesystem.
+    :param out_root: the output folder.
+    :param temporaries: give the hidden temporaries data files are written under instead.
+    :param found: the files below ``out_root`` when already listed (None: listed here).
+    """
     prefix = out_root.rstrip("/") + "/"
     if found is None:
         found = _find(fs, out_root)
@@ -225,7 +268,11 @@ def _data_files(
     return files
 
 
-def _cached(predicate: Callable[[str], bool]) -> Callable[[str], bool]:
+def cached_verdicts(predicate: Callable[[str], bool]) -> Callable[[str], bool]:
+    """``predicate`` asked once per snapshot id (it reads a plan).
+
+    :param predicate: a test of a snapshot id.
+    """
     verdicts: dict[str, bool] = {}
 
     def cached(sid: str) -> bool:
@@ -324,9 +371,11 @@ def _remove_leftovers(
     plan: SnapshotPlan,
     results: Sequence[BucketResult],
     committed: set[str],
+    found: list[str],
 ) -> list[str]:
     """Delete data files no commit will ever list (see the module docstring), and the
-    temporaries of killed writers of other snapshots (this snapshot's own are its writers')."""
+    temporaries of killed writers of other snapshots (this snapshot's own are its writers').
+    ``found``: every file below ``out_root`` (:func:`_find`)."""
     referenced = {f.path for r in results for f in r.files}
 
     def planned_later(sid: str) -> bool:
@@ -338,16 +387,15 @@ def _remove_leftovers(
             return False
         return started >= plan.created_at  # planned after this one: maybe still at work
 
-    in_progress = _cached(planned_later)
-    found = _find(fs, out_root)
+    in_progress = cached_verdicts(planned_later)
     doomed = [
         relative
-        for relative, sid in _data_files(fs, out_root, found=found).items()
+        for relative, sid in data_files_below(fs, out_root, found=found).items()
         if relative not in referenced and sid not in committed and not in_progress(sid)
     ]
     doomed += [
         relative
-        for relative, sid in _data_files(fs, out_root, temporaries=True, found=found).items()
+        for relative, sid in data_files_below(fs, out_root, temporaries=True, found=found).items()
         if sid != plan.snapshot_id and not in_progress(sid)
     ]
     removed = []
@@ -357,7 +405,7 @@ def _remove_leftovers(
             if remove_temporary(fs, path):
                 removed.append(relative)
         else:
-            _remove(fs, path)
+            remove_file(fs, path)
             removed.append(relative)
     return removed
 
@@ -366,16 +414,26 @@ def _is_temporary(relative: str) -> bool:
     return TEMPORARY_NAME.match(posixpath.basename(relative)) is not None
 
 
-def _remove(fs: AbstractFileSystem, path: str) -> None:
+def remove_file(fs: AbstractFileSystem, path: str) -> None:
+    """Remove ``path``; one already gone (another cleaner was first) is no error.
+
+    :param fs: its filesystem.
+    :param path: the file.
+    """
     try:
         fs.rm_file(path)
     except FileNotFoundError:  # another cleaner was first
         pass
 
 
-def _remove_commit_temporaries(fs: AbstractFileSystem, root: str, snapshot_id: str) -> None:
-    """Temporaries of the manifest and markers a killed commit left (under the commit lock:
-    no other commit is writing them)."""
+def remove_commit_temporaries(fs: AbstractFileSystem, root: str, snapshot_id: str) -> None:
+    """Remove the temporaries of the manifest and markers a killed commit left (under the
+    commit lock: no other commit is writing them).
+
+    :param fs: the output folder's filesystem.
+    :param root: the output folder.
+    :param snapshot_id: the snapshot whose commit left them.
+    """
     remove_temporaries(fs, root, lambda name: name == SUCCESS_FILE)
     remove_temporaries(
         fs, snapshot_dir(root, snapshot_id), lambda name: name in (MANIFEST_FILE, SUCCESS_FILE)
@@ -393,10 +451,11 @@ def _write_markers(fs: AbstractFileSystem, root: str, result: SnapshotResult) ->
 
 def _finish_commit(fs: AbstractFileSystem, root: str, existing: SnapshotResult) -> None:
     """What a commit killed after its manifest left undone: its temporaries, its markers."""
-    _remove_commit_temporaries(fs, root, existing.snapshot_id)
+    remove_commit_temporaries(fs, root, existing.snapshot_id)
     if not fs.exists(posixpath.join(snapshot_dir(root, existing.snapshot_id), SUCCESS_FILE)):
-        latest = committed_snapshots(fs, root)[-1]
-        if latest.snapshot_id == existing.snapshot_id:  # killed between manifest and markers
+        latest = latest_committed(fs, root)
+        if latest is not None and latest.snapshot_id == existing.snapshot_id:
+            # killed between its manifest and its markers
             _write_markers(fs, root, existing)
 
 
@@ -442,6 +501,24 @@ def commit_snapshot(
         return _commit_locked(fs, root, snapshot_id, bucket_results, plan)
 
 
+def _manifest_ids(found: list[str], out_root: str) -> set[str]:
+    """The snapshots with a manifest among ``found`` (a listing of ``out_root``'s files)."""
+    prefix = posixpath.join(out_root, SNAPSHOTS_DIR).rstrip("/") + "/"
+    ids = set()
+    for path in found:
+        if path.startswith(prefix) and posixpath.basename(path) == MANIFEST_FILE:
+            ids.add(posixpath.basename(posixpath.dirname(path)))
+    return ids
+
+
+def _sequence_of(fs: AbstractFileSystem, root: str) -> Callable[[str], int | None]:
+    def sequence(snapshot_id: str) -> int | None:
+        snapshot = read_manifest(fs, root, snapshot_id)
+        return snapshot.sequence if snapshot is not None else None
+
+    return sequence
+
+
 def _commit_locked(
     fs: AbstractFileSystem,
     root: str,
@@ -460,14 +537,18 @@ def _commit_locked(
     results = _gather_results(plan, bucket_results)
     _verify_all(fs, root, results)
 
-    earlier = committed_snapshots(fs, root)
-    _remove_leftovers(fs, root, plan, results, {s.snapshot_id for s in earlier})
+    found = _find(fs, root)  # one listing: the committed snapshots, the log, leftovers
+    committed = _manifest_ids(found, root)
+    entries = log_missing(fs, root, entries_in(found, root), committed, _sequence_of(fs, root))
+    latest = newest(entries, lambda sid: read_manifest(fs, root, sid))
+    _remove_leftovers(fs, root, plan, results, committed, found)
     manifest_path = posixpath.join(snapshot_dir(root, snapshot_id), MANIFEST_FILE)
+    entry = LogEntry(next_sequence(entries, latest.sequence if latest else 0), snapshot_id)
     result = SnapshotResult(
         snapshot_id=snapshot_id,
         out=root,
         manifest_path=manifest_path,
-        sequence=(earlier[-1].sequence + 1) if earlier else 1,
+        sequence=entry.sequence,
         committed_at=utc_now(),
         table=plan.table,
         write_ids=plan.write_ids,
@@ -475,14 +556,15 @@ def _commit_locked(
         insert_only=plan.insert_only,
         settings=plan.settings,
         buckets=tuple(results),
-        previous_snapshot_id=earlier[-1].snapshot_id if earlier else None,
+        previous_snapshot_id=latest.snapshot_id if latest else None,
         newly_committed=True,
         max_write_id=plan.max_write_id,
         definition=plan.definition,
         warnings=plan.warnings,
     )
     manifest = json.dumps(result.to_dict(), indent=1, sort_keys=True).encode()
-    _remove_commit_temporaries(fs, root, snapshot_id)
+    remove_commit_temporaries(fs, root, snapshot_id)
+    log_commit(fs, root, entry)  # before the commit point: its sequence is never reused
     write_whole(fs, manifest_path, manifest)  # the commit point
     _write_markers(fs, root, result)
     return result
@@ -523,10 +605,9 @@ def reuse_candidates(
 ) -> tuple[str | None, dict[str, BucketResult]]:
     """From the latest committed snapshot of the same table: slice key -> its bucket result,
     for buckets whose files are all still on storage as recorded."""
-    snapshots = [s for s in committed_snapshots(fs, out_root) if s.table == table]
-    if not snapshots:
+    latest = latest_committed(fs, out_root, lambda s: s.table == table)
+    if latest is None:
         return None, {}
-    latest = snapshots[-1]
     present = {}
     prefix = out_root.rstrip("/") + "/"
     for path, info in fs.find(out_root, detail=True).items():
@@ -541,66 +622,3 @@ def reuse_candidates(
                 bucket, reused_from=bucket.reused_from or latest.snapshot_id
             )
     return latest.snapshot_id, usable
-
-
-def expire_snapshots(
-    out_uri: str,
-    *,
-    keep: int = 1,
-    out_filesystem: AbstractFileSystem | None = None,
-    storage_options: dict[str, Any] | None = None,
-    lock_wait: float = DEFAULT_WAIT,
-) -> ExpireResult:
-    """Keep the newest ``keep`` committed snapshots; remove older manifests and every data file
-    no kept manifest references (files of snapshots planned after the newest kept commit, which
-    may still be in progress, are left alone), and the temporaries killed writers left of the
-    same files and of the kept manifests. Holds the commit lock (:mod:`.commit_lock`)."""
-    if keep < 1:
-        raise ValueError("keep must be at least 1: the latest snapshot is never expired")
-    fs, root = resolve_filesystem(out_uri, out_filesystem, storage_options)
-    with commit_lock(fs, root, f"expiry keeping {keep} snapshot(s)", wait=lock_wait):
-        return expire_locked(fs, root, keep)
-
-
-def expire_locked(fs: AbstractFileSystem, root: str, keep: int) -> ExpireResult:
-    """Keep the newest ``keep`` committed snapshots of ``root`` and remove what no kept manifest
-    lists; the caller holds the commit lock.
-
-    :param fs: the output folder's filesystem.
-    :param root: the output folder.
-    :param keep: how many snapshots to keep (at least 1).
-    """
-    snapshots = committed_snapshots(fs, root)
-    kept, expired = snapshots[-keep:], snapshots[:-keep]
-    referenced = {f.path for s in kept for f in s.files}
-    kept_ids = {s.snapshot_id for s in kept}
-    newest_commit = kept[-1].committed_at if kept else ""
-    expired_ids = {s.snapshot_id for s in expired}
-
-    def planned_later(sid: str) -> bool:
-        if sid in expired_ids:
-            return False
-        try:
-            return read_plan(fs, root, sid).created_at > newest_commit
-        except CommitError:
-            return False
-
-    in_progress = _cached(planned_later)
-    removed_files = []
-    for relative, sid in _data_files(fs, root).items():
-        if relative in referenced or sid in kept_ids or in_progress(sid):
-            continue
-        _remove(fs, posixpath.join(root, relative))
-        removed_files.append(relative)
-    for relative, sid in _data_files(fs, root, temporaries=True).items():
-        if sid in kept_ids or not in_progress(sid):  # a kept snapshot is written already
-            remove_temporary(fs, posixpath.join(root, relative))
-    for snapshot in expired:
-        fs.rm(snapshot_dir(root, snapshot.snapshot_id), recursive=True)
-    for snapshot in kept:
-        _remove_commit_temporaries(fs, root, snapshot.snapshot_id)
-    return ExpireResult(
-        tuple(s.snapshot_id for s in kept),
-        tuple(s.snapshot_id for s in expired),
-        tuple(sorted(removed_files)),
-    )

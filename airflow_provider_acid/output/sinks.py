@@ -46,7 +46,7 @@ class ParquetFolderSink:
         return Publication("parquet", result.out, None, result.newly_committed, {})
 
     def expire(self, keep: int) -> ExpireResult:
-        from .protocol import expire_snapshots
+        from .expiry import expire_snapshots
 
         options = dict(self.storage_options) if self.storage_options else None
         return expire_snapshots(self.out_uri, keep=keep, storage_options=options)
