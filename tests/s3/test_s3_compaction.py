@@ -386,3 +386,36 @@ def test_expiring_on_s3_leaves_exactly_the_latest_snapshot(s3, demo):
     assert {r.operation for r in seen} <= {"ListObjectsV2", "GetObject", "HeadObject"} | WRITES
     got = read_back(s3, out)
     assert in_order(got).equals(in_order(writer.expected_rows().cast(got.schema)))
+
+
+def test_the_latest_of_many_snapshots_costs_one_listing_and_one_manifest(s3, demo):
+    """Through the commit log (``output/commit_log.py``): one listing of ``_commits`` and one
+    GET of the newest manifest, however many snapshots the folder holds; the log on the
+    server lists every commit in order."""
+    from airflow_provider_acid.output.commit_log import read_log
+
+    _, url = demo
+    out = s3.url("many-snapshots")
+    committed = [
+        compact_table(
+            url,
+            out,
+            storage_options=s3.storage_options,
+            options=CompactionOptions(compression=codec, reuse=False),
+        )  # fmt: skip
+        for codec in ("zstd", "lz4", "snappy", "gzip")
+    ]
+    with s3.requests.recording() as seen:
+        latest = latest_snapshot(out, storage_options=s3.storage_options)
+    assert latest.snapshot_id == committed[-1].snapshot_id
+    assert Counter(r.operation for r in seen) == {"ListObjectsV2": 1, "GetObject": 1}, seen
+    with s3.requests.recording() as seen:
+        older = latest_snapshot(
+            out, committed_before=committed[1].committed_at, storage_options=s3.storage_options
+        )
+    assert older.snapshot_id == committed[0].snapshot_id  # walked back, one GET a snapshot
+    assert Counter(r.operation for r in seen) == {"ListObjectsV2": 1, "GetObject": 4}, seen
+    logged = read_log(s3.new_filesystem(), key_of(out))
+    assert [(e.sequence, e.snapshot_id) for e in logged] == [
+        (c.sequence, c.snapshot_id) for c in committed
+    ]
