@@ -69,6 +69,11 @@ def retry_config_from_extra(extra: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
+#: Options whose dictionaries the ``storage_options`` extra merges into those the other extras
+#: built (the endpoint, the retry settings) instead of replacing them.
+_MERGED = ("client_kwargs", "config_kwargs")
+
+
 def storage_options_from_extra(extra: dict[str, Any]) -> dict[str, Any]:
     """fsspec storage options from an ``acid`` connection's extra fields.
 
@@ -77,7 +82,10 @@ def storage_options_from_extra(extra: dict[str, Any]) -> dict[str, Any]:
     ``hdfs_namenodes`` (``AUTHORITY=http://NN:9870[,URL][;...]`` or JSON), ``hdfs_kerberos``
     and ``kerberos_principal``/``kerberos_keytab``/``kerberos_ccache`` to the ``hdfs://``
     filesystem's (WebHDFS, SPNEGO);
-    ``storage_options`` (a JSON object) is merged last for anything else fsspec accepts.
+    ``storage_options`` (a JSON object) is merged last for anything else fsspec accepts (its
+    ``client_kwargs`` and ``config_kwargs`` merged into those the other extras built, key by
+    key, so ``{"config_kwargs": {"s3": {"payload_signing_enabled": false}}}`` keeps the retry
+    settings).
     """
     options: dict[str, Any] = {}
     for name in ("key", "secret", "token"):
@@ -108,7 +116,12 @@ def storage_options_from_extra(extra: dict[str, Any]) -> dict[str, Any]:
             raise ValueError(
                 f"connection extra 'storage_options' is not a JSON object: {exc}"
             ) from None
-        options.update(more)
+        for name, value in more.items():
+            given = options.get(name)
+            if name in _MERGED and isinstance(given, dict) and isinstance(value, dict):
+                options[name] = {**given, **value}  # its keys win; the extras' others stay
+            else:
+                options[name] = value
     return options
 
 

@@ -54,6 +54,30 @@ def test_hook_builds_storage_options_from_the_connection(monkeypatch):
     assert "very-secret" not in repr(hook)
 
 
+def test_the_storage_options_extra_adds_to_the_client_and_config_the_others_built():
+    extra = {
+        "endpoint_url": "http://127.0.0.1:9000",
+        "max_attempts": "7",
+        "read_timeout": "30",
+        "storage_options": json.dumps(
+            {
+                "config_kwargs": {"s3": {"payload_signing_enabled": False}, "read_timeout": 5},
+                "client_kwargs": {"verify": False},
+                "use_ssl": False,
+            }
+        ),
+    }
+    assert storage_options_from_extra(extra) == {
+        "client_kwargs": {"endpoint_url": "http://127.0.0.1:9000", "verify": False},
+        "config_kwargs": {
+            "retries": {"total_max_attempts": 7},
+            "read_timeout": 5,  # the storage_options extra's, given last
+            "s3": {"payload_signing_enabled": False},
+        },
+        "use_ssl": False,
+    }
+
+
 def test_storage_options_json_must_be_an_object():
     import pytest
 
