@@ -187,3 +187,21 @@ def test_commits_through_the_log_equal_those_read_whole(table, tmp_path):
     chain = [s.previous_snapshot_id for s in whole[1:]]
     assert chain == [s.snapshot_id for s in whole[:-1]]
     assert commit_snapshot  # the public commit is the one under test (via compact_table)
+
+
+def test_a_feed_folder_expired_down_to_its_latest_keeps_its_watermark(table, tmp_path):
+    """Deliveries already applied can be expired (``airflow-acid expire``): the latest feed
+    stays, and the next run starts at its B and delivers only the writes after it."""
+    out = tmp_path / "feed"
+    for i in range(4):
+        table.insert([{"id": i, "v": "x"}])
+        compute_changes(
+            table.root, str(out), from_write_id=None if i else 0,
+            write_ids=table.valid_write_ids(),
+        )  # fmt: skip
+    expired = expire_snapshots(str(out), keep=1)
+    assert len(expired.removed_snapshots) == 3 and feed_watermark(str(out)) == 4
+    assert len(read_log(LocalFileSystem(), str(out))) == 1
+    table.insert([{"id": 9, "v": "new"}])
+    feed = compute_changes(table.root, str(out), write_ids=table.valid_write_ids())
+    assert (feed.from_write_id, feed.to_write_id, feed.counts["insert"]) == (4, 5, 1)
