@@ -72,6 +72,7 @@ from ..acid.storage import (
     remove_temporaries,
     remove_temporary,
     renames_atomically,
+    renames_whole,
     write_whole,
 )
 from .commit_lock import DEFAULT_WAIT, commit_lock
@@ -79,6 +80,7 @@ from .commit_log import (
     LogEntry,
     entries_in,
     log_commit,
+    log_dir,
     log_missing,
     newest,
     next_sequence,
@@ -438,6 +440,8 @@ def remove_commit_temporaries(fs: AbstractFileSystem, root: str, snapshot_id: st
     remove_temporaries(
         fs, snapshot_dir(root, snapshot_id), lambda name: name in (MANIFEST_FILE, SUCCESS_FILE)
     )
+    if renames_whole(fs):  # the log's entries too, of any killed commit (none on object stores)
+        remove_temporaries(fs, log_dir(root))
 
 
 def _write_markers(fs: AbstractFileSystem, root: str, result: SnapshotResult) -> None:
