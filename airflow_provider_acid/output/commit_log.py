@@ -10,7 +10,8 @@ each commit and each look for the latest).
 
 An entry whose manifest is missing is a commit killed before its commit point, one still
 running, or an expired snapshot's: it is passed over. A commit gives the next sequence after
-every entry's, so a killed commit's number is never given twice.
+every entry's, so a killed commit's number is never given twice. A commit killed while writing
+its entry leaves a hidden temporary (on local disks and HDFS); the next commit removes it.
 
 Snapshots committed before the log existed (or by an older version of this provider, which
 writes no entry) have no entry. While the log is empty, the latest snapshot is found by
@@ -50,7 +51,10 @@ class LogEntry:
 
 
 def log_dir(out_root: str) -> str:
-    """The commit log's folder of ``out_root``."""
+    """The commit log's folder of ``out_root``.
+
+    :param out_root: the output folder.
+    """
     return posixpath.join(out_root, LOG_DIR)
 
 
