@@ -16,7 +16,9 @@ its entry leaves a hidden temporary (on local disks and HDFS); the next commit r
 Snapshots committed before the log existed (or by an older version of this provider, which
 writes no entry) have no entry. While the log is empty, the latest snapshot is found by
 reading every manifest, as before. A commit logs every committed snapshot that lacks an entry
-(its manifest is read once, for its sequence), so after it the log lists them all.
+(its manifest is read once, for its sequence), so after it the log lists them all. A commit
+by a version without the log made after one with it is therefore not seen as the latest until
+the next commit with the log: every writer of one folder must be upgraded together.
 """
 
 from __future__ import annotations
