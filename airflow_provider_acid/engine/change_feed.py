@@ -31,7 +31,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
@@ -44,7 +43,12 @@ from ..acid.schema import partition_columns
 from ..acid.source import ReadArguments, TableSource
 from ..acid.table_columns import TableColumns, table_columns
 from ..acid.writeids import NO_OPEN_ID, ValidWriteIdList
-from ..output.parquet_files import BucketFileWriter, footer_value_counts, output_schema
+from ..output.parquet_files import (
+    BucketFileWriter,
+    count_values,
+    footer_value_counts,
+    output_schema,
+)
 from ..output.protocol import (
     latest_committed,
     read_manifest,
@@ -526,7 +530,7 @@ def change_counts(result: SnapshotResult, fs: AbstractFileSystem) -> dict[str, i
             found = footer_value_counts(parquet.metadata, CHANGE_TYPE)
             if found is None:
                 column = parquet.read(columns=[CHANGE_TYPE])[CHANGE_TYPE]
-                found = {v["values"]: v["counts"] for v in pc.value_counts(column).to_pylist()}
+                found = count_values(column)
         for value, rows in found.items():
             counts[value] += rows
     return counts

@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
 from ..acid.storage import write_whole
-from ..output.parquet_files import value_counts_metadata
+from ..output.parquet_files import count_values, value_counts_metadata
 from ..output.records import BucketResult, OutputFile, data_file_name
 from .change_rows import CHANGE_TYPE, DELETE, INSERT, UPDATE_POSTIMAGE, UPDATE_PREIMAGE
 
@@ -188,8 +188,8 @@ def _rewrite(
     )
     index = table.schema.get_field_index(_TYPE)
     table = table.set_column(index, table.schema.field(index), relabelled)  # not null, as written
-    counts = {v["values"]: v["counts"] for v in pc.value_counts(relabelled).to_pylist()}
-    metadata = {**(table.schema.metadata or {}), **value_counts_metadata(_TYPE, counts)}
+    counted = value_counts_metadata(_TYPE, count_values(relabelled))
+    metadata = {**(table.schema.metadata or {}), **counted}
     table = table.replace_schema_metadata(metadata)  # the footer counts them, as written
     name = data_file_name(result.snapshot_id, result.bucket, number)
     relative = posixpath.join(posixpath.dirname(file.path), name)

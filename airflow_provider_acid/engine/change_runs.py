@@ -37,7 +37,10 @@ from .change_pairs import pair_across_slices
 from .change_rows import ChangeRange
 
 
-def _start(out_root: str, out_fs: AbstractFileSystem, from_write_id: int | None) -> int:
+def _start(
+    out_root: str, out_fs: AbstractFileSystem, from_write_id: int | None
+) -> tuple[int, int | None]:
+    """A (the given one, else the watermark) and the watermark (None: no feed yet)."""
     delivered = feed_watermark(out_root, out_filesystem=out_fs)
     if from_write_id is None:
         if delivered is None:
@@ -45,8 +48,8 @@ def _start(out_root: str, out_fs: AbstractFileSystem, from_write_id: int | None)
                 f"{out_root} holds no feed yet: give --from-write-id (the write of the "
                 "snapshot the feed applies to)"
             )
-        return delivered
-    return int(from_write_id)
+        return delivered, delivered
+    return int(from_write_id), delivered
 
 
 def plan_feed(
@@ -107,7 +110,7 @@ def _planned(
     storage_options: dict[str, Any] | None,
 ) -> tuple[SnapshotPlan, TableReadView, AbstractFileSystem, Any]:
     out_fs, out_root = resolve_filesystem(out_uri, out_filesystem, storage_options)
-    start = _start(out_root, out_fs, from_write_id)
+    start, delivered = _start(out_root, out_fs, from_write_id)
     snapshot, fs, warnings = resolve_at(
         table_uri, to_write_id, write_ids=write_ids, txns=txns,
         filesystem=filesystem, storage_options=storage_options,
@@ -117,7 +120,6 @@ def _planned(
         snapshot, fs, out_root, change_range, identity_snapshot=identity_snapshot,
         options=options, warnings=warnings, out_filesystem=out_fs,
     )  # fmt: skip
-    delivered = feed_watermark(out_root, out_filesystem=out_fs)
     if (
         read_manifest(out_fs, out_root, plan.snapshot_id) is None
         and delivered is not None

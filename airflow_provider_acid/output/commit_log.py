@@ -27,7 +27,7 @@ import posixpath
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from fsspec import AbstractFileSystem
 
@@ -37,7 +37,15 @@ from ..acid.storage import write_whole
 LOG_DIR = "_commits"
 _ENTRY = re.compile(r"^(?P<sequence>\d{12})-(?P<snapshot>[0-9A-Za-z][0-9A-Za-z_-]*)$")
 
-Result = TypeVar("Result")
+
+class Committed(Protocol):
+    """What a manifest read gives the log: the snapshot's commit sequence."""
+
+    @property
+    def sequence(self) -> int: ...
+
+
+Result = TypeVar("Result", bound=Committed)
 
 
 @dataclass(frozen=True, order=True)
@@ -80,14 +88,14 @@ def read_log(fs: AbstractFileSystem, out_root: str) -> list[LogEntry]:
 def entries_in(paths: Iterable[str], out_root: str) -> list[LogEntry]:
     """The log entries among ``paths`` (any listing of ``out_root``'s files), oldest first.
 
-    :param paths: paths of files, below ``out_root`` or not.
+    :param paths: paths of files as the filesystem lists them, below ``out_root`` or not.
     :param out_root: the output folder.
     """
     folder = log_dir(out_root).rstrip("/")
     entries = []
     for path in paths:
         path = path.rstrip("/")
-        if posixpath.dirname(path) != folder and posixpath.dirname(path) != LOG_DIR:
+        if posixpath.dirname(path) != folder:
             continue
         found = _ENTRY.match(posixpath.basename(path))
         if found:
@@ -111,7 +119,7 @@ def log_missing(
     out_root: str,
     entries: list[LogEntry],
     committed: Iterable[str],
-    sequence_of: Callable[[str], int | None],
+    read: Callable[[str], Committed | None],
 ) -> list[LogEntry]:
     """The log with an entry written for each committed snapshot that has none (committed
     before the log began, or by a version of this provider without it), newest first; the
@@ -121,14 +129,14 @@ def log_missing(
     :param out_root: the output folder.
     :param entries: the log as listed.
     :param committed: the ids of the snapshots that have a manifest.
-    :param sequence_of: a snapshot's sequence, from its manifest (None: it has none).
+    :param read: reads one snapshot's manifest by its id (None: it has none).
     """
     logged = {e.snapshot_id for e in entries}
     added = []
     for snapshot_id in set(committed) - logged:
-        sequence = sequence_of(snapshot_id)
-        if sequence is not None:
-            added.append(LogEntry(sequence, snapshot_id))
+        snapshot = read(snapshot_id)
+        if snapshot is not None:
+            added.append(LogEntry(snapshot.sequence, snapshot_id))
     # newest first: a reader listing the log meanwhile finds the newest of them at its top
     for entry in sorted(added, reverse=True):
         log_commit(fs, out_root, entry)
@@ -150,14 +158,13 @@ def drop_entries(fs: AbstractFileSystem, out_root: str, entries: Iterable[LogEnt
             pass
 
 
-def next_sequence(entries: Iterable[LogEntry], latest: int) -> int:
-    """The sequence of the next commit: after every entry's (a killed commit's number is not
-    given again) and after ``latest``, the newest committed snapshot's.
+def next_sequence(entries: Iterable[LogEntry]) -> int:
+    """The sequence of the next commit: after every entry's, the newest committed snapshot's
+    among them (a killed commit's number is not given again).
 
-    :param entries: the log.
-    :param latest: the newest committed snapshot's sequence (0: none).
+    :param entries: the log, every committed snapshot logged (:func:`log_missing`).
     """
-    return max([latest, *(e.sequence for e in entries)]) + 1
+    return max((e.sequence for e in entries), default=0) + 1
 
 
 def newest(
@@ -181,6 +188,7 @@ def newest(
 
 __all__ = [
     "LOG_DIR",
+    "Committed",
     "LogEntry",
     "drop_entries",
     "entries_in",

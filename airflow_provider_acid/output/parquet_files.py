@@ -168,9 +168,8 @@ class BucketFileWriter:
         self._writer.write_table(table, row_group_size=self.settings["row_group_rows"])
         self._rows += table.num_rows
         if self.counted is not None:
-            for found in pc.value_counts(table[self.counted]).to_pylist():
-                value = found["values"]
-                self._counts[value] = self._counts.get(value, 0) + found["counts"]
+            for value, rows in count_values(table[self.counted]).items():
+                self._counts[value] = self._counts.get(value, 0) + rows
         if self._handle.tell() >= self.settings["target_file_size"]:
             self._close_file()
         elif self._lock is not None and not last:  # the last goes with the fsync
@@ -302,6 +301,14 @@ def start_writeback(fd: int) -> None:
     """
     if _SYNC_FILE_RANGE is not None:
         _SYNC_FILE_RANGE(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)
+
+
+def count_values(column: pa.Array | pa.ChunkedArray) -> dict[Any, int]:
+    """The rows of each value of ``column``.
+
+    :param column: the values counted.
+    """
+    return {found["values"]: found["counts"] for found in pc.value_counts(column).to_pylist()}
 
 
 def value_counts_metadata(column: str, counts: Mapping[str, int]) -> dict[bytes, bytes]:

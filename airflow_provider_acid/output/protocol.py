@@ -515,14 +515,6 @@ def _manifest_ids(found: list[str], out_root: str) -> set[str]:
     return ids
 
 
-def _sequence_of(fs: AbstractFileSystem, root: str) -> Callable[[str], int | None]:
-    def sequence(snapshot_id: str) -> int | None:
-        snapshot = read_manifest(fs, root, snapshot_id)
-        return snapshot.sequence if snapshot is not None else None
-
-    return sequence
-
-
 def _commit_locked(
     fs: AbstractFileSystem,
     root: str,
@@ -543,11 +535,15 @@ def _commit_locked(
 
     found = _find(fs, root)  # one listing: the committed snapshots, the log, leftovers
     committed = _manifest_ids(found, root)
-    entries = log_missing(fs, root, entries_in(found, root), committed, _sequence_of(fs, root))
-    latest = newest(entries, lambda sid: read_manifest(fs, root, sid))
+
+    def read(sid: str) -> SnapshotResult | None:
+        return read_manifest(fs, root, sid)
+
+    entries = log_missing(fs, root, entries_in(found, root), committed, read)
+    latest = newest(entries, read)
     _remove_leftovers(fs, root, plan, results, committed, found)
     manifest_path = posixpath.join(snapshot_dir(root, snapshot_id), MANIFEST_FILE)
-    entry = LogEntry(next_sequence(entries, latest.sequence if latest else 0), snapshot_id)
+    entry = LogEntry(next_sequence(entries), snapshot_id)
     result = SnapshotResult(
         snapshot_id=snapshot_id,
         out=root,
