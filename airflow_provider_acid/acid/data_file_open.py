@@ -28,9 +28,15 @@ from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
 from .hive_types import HiveType
+from .orc_declared_types import read_footer
 from .orc_prefix import prefix_view
 from .orc_prefix_file import prefix_file
-from .orc_stripe_stats import StripeStatistics, integer_bounds, read_stripe_statistics
+from .orc_stripe_stats import (
+    StripeStatistics,
+    Unreadable,
+    integer_bounds,
+    read_stripe_statistics,
+)
 from .orc_timestamps import TRINO_WRITER, read_rows, read_stripe
 from .ranged_reads import open_data_file, open_data_files
 from .read_view import DataFile
@@ -141,8 +147,8 @@ class OpenFile:
     @property
     def row_hive_types(self) -> tuple[HiveType, ...]:
         """The Hive types of the row's columns as the file declares them (char/varchar kept):
-        an ORC file's footer is read for them (by pyorc) when first asked, so a file whose
-        columns are not mapped (a delete delta's) is not read twice."""
+        an ORC file's footer is read for them (:mod:`.orc_declared_types`) when first asked,
+        so a file whose columns are not mapped (a delete delta's) is not read twice."""
         if self.declared_types is None:
             self._read_declared_types()
         assert self.declared_types is not None
@@ -335,7 +341,18 @@ _parse_file_type = functools.lru_cache(maxsize=256)(HiveType.parse)
 
 
 def _orc_footer(handle: IO[bytes]) -> tuple[HiveType, tuple[int, int] | None]:
-    """The file's Hive type and, for an ACID file, the ``bucket`` column's min and max."""
+    """The file's Hive type and, for an ACID file, the ``bucket`` column's min and max: read
+    from its footer (:mod:`.orc_declared_types`), or by pyorc when that module does not read it."""
+    footer = read_footer(handle)
+    if footer is not None:
+        file_type = footer.file_type
+        if not is_acid_names([n.lower() for n in file_type.field_names]):
+            return file_type, None
+        try:
+            return file_type, footer.integer_range(_BUCKET_COLUMN_ID)
+        except Unreadable:
+            pass  # pyorc's answer, or its error naming what is wrong
+    handle.seek(0)
     reader = pyorc.Reader(handle)
     file_type = _parse_file_type(str(reader.schema))
     bucket_range = None

@@ -32,7 +32,7 @@ import pyarrow.orc as pa_orc
 
 from .orc_prefix import framed, lossless_fields
 from .orc_stripe_stats import CODECS, Unreadable, decompressed
-from .protobuf_fields import ProtobufError, encoded, message_fields, varint
+from .protobuf_fields import ProtobufError, encoded, message_fields, repeated_ints
 
 # Field numbers of ORC's protobuf messages (orc_proto.proto).
 _FOOTER_STRIPES, _FOOTER_TYPES, _FOOTER_ROWS, _FOOTER_STATISTICS = 3, 4, 6, 7
@@ -126,21 +126,10 @@ class _StreamPrefix:
             self._inflating, self._pending = zlib.decompressobj(-15), chunk
 
 
-def _numbers(value: int | bytes) -> list[int]:
-    """A repeated integer field's values: one varint, or a packed run of them."""
-    if isinstance(value, int):
-        return [value]
-    found, at = [], 0
-    while at < len(value):
-        number, at = varint(value, at)
-        found.append(number)
-    return found
-
-
 def _column_ids(types: Sequence[bytes], names: Sequence[str]) -> set[int]:
     """The ORC column ids of top-level columns ``names`` and all their nested columns."""
     root = message_fields(types[0])
-    children = [n for f, v in root if f == _TYPE_SUBTYPES for n in _numbers(v)]
+    children = [n for f, v in root if f == _TYPE_SUBTYPES for n in repeated_ints(v)]
     labels = [v.decode() for f, v in root if f == _TYPE_NAMES and isinstance(v, bytes)]
     if len(children) != len(labels):
         raise Unreadable("a root type whose fields and names differ")

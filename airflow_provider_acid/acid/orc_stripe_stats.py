@@ -82,7 +82,12 @@ def decompressed(data: bytes, codec: str) -> bytes:
     return b"".join(out)
 
 
-def _bounds(message: bytes) -> IntegerBounds:
+def integer_statistics(message: bytes) -> IntegerBounds:
+    """A ``ColumnStatistics`` message's value count, null flag and integer bounds (None for
+    what it does not hold, as in a column of another type).
+
+    :param message: the message's bytes.
+    """
     values = has_null = minimum = maximum = None
     for number, value in message_fields(message):
         if number == 1 and isinstance(value, int):
@@ -130,7 +135,8 @@ def read_stripe_statistics(
             for s in _messages(footer, 3)
         ]
         found = [
-            tuple(_bounds(c) for c in _messages(s, 1)[:columns]) for s in _messages(metadata, 1)
+            tuple(integer_statistics(c) for c in _messages(s, 1)[:columns])
+            for s in _messages(metadata, 1)
         ]
     except (Unreadable, ProtobufError):
         return None
@@ -170,6 +176,7 @@ __all__ = [
     "StripeStatistics",
     "Unreadable",
     "decompressed",
+    "integer_statistics",
     "integer_bounds",
     "read_stripe_statistics",
 ]

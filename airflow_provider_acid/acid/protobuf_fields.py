@@ -74,6 +74,21 @@ def message_fields(data: bytes) -> list[tuple[int, int | bytes]]:
     return fields
 
 
+def repeated_ints(value: int | bytes) -> list[int]:
+    """A repeated integer field's values as :func:`message_fields` gives it: one varint, or a
+    packed run of them (length-delimited).
+
+    :param value: the field's value.
+    """
+    if isinstance(value, int):
+        return [value]
+    found, at = [], 0
+    while at < len(value):
+        number, at = varint(value, at)
+        found.append(number)
+    return found
+
+
 _ONE_BYTE = [bytes((i,)) for i in range(0x80)]
 
 
@@ -107,4 +122,4 @@ def encoded(fields: list[tuple[int, int | bytes]]) -> bytes:
     return bytes(out)
 
 
-__all__ = ["ProtobufError", "encoded", "message_fields", "varint"]
+__all__ = ["ProtobufError", "encoded", "message_fields", "repeated_ints", "varint"]
