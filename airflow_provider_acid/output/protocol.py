@@ -64,7 +64,7 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
 from ..acid.footers import TailFile, read_tail
-from ..acid.listing import resolve_filesystem
+from ..acid.listing import find_files, resolve_filesystem
 from ..acid.storage import (
     TEMPORARY_NAME,
     is_object_store,
@@ -231,7 +231,7 @@ def _is_hidden_path(relative: str) -> bool:
 def _find(fs: AbstractFileSystem, out_root: str) -> list[str]:
     """Every file below ``out_root`` (one recursive listing)."""
     try:
-        return fs.find(out_root)
+        return find_files(fs, out_root)
     except FileNotFoundError:
         return []
 
