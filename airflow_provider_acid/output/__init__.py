@@ -14,6 +14,7 @@ committed output.
 """
 
 from .expiry import expire_snapshots
+from .paths import snapshot_dir
 from .protocol import (
     commit_snapshot,
     committed_snapshots,
@@ -23,7 +24,6 @@ from .protocol import (
     read_manifest,
     read_plan,
     reuse_candidates,
-    snapshot_dir,
     write_plan,
 )
 from .records import (

@@ -12,6 +12,9 @@ An entry whose manifest is missing is a commit killed before its commit point, o
 running, or an expired snapshot's: it is passed over. A commit gives the next sequence after
 every entry's, so a killed commit's number is never given twice. A commit killed while writing
 its entry leaves a hidden temporary (on local disks and HDFS); the next commit removes it.
+Where each folder is listed on its own (local disks, HDFS), a commit does not look into the
+folders of the snapshots the log holds: it counts those below the newest entry with a manifest
+as committed, and those above it as killed commits, whose files it removes.
 
 Snapshots committed before the log existed (or by an older version of this provider, which
 writes no entry) have no entry. While the log is empty, the latest snapshot is found by
@@ -31,7 +34,9 @@ from typing import Protocol, TypeVar
 
 from fsspec import AbstractFileSystem
 
-from ..acid.storage import write_whole
+from ..acid.listing import find_files
+from ..acid.storage import is_object_store, write_whole
+from .paths import SNAPSHOTS_DIR, manifest_ids
 
 #: The log's folder in an output folder.
 LOG_DIR = "_commits"
@@ -186,10 +191,67 @@ def newest(
     return None
 
 
+def commit_listing(
+    fs: AbstractFileSystem,
+    out_root: str,
+    snapshot_id: str,
+    read: Callable[[str], Result | None],
+) -> tuple[list[str], list[LogEntry], set[str], Result | None]:
+    """What a commit of ``snapshot_id`` lists of ``out_root`` (under the commit lock): its
+    files (for what killed runs left), the log with every committed snapshot logged
+    (:func:`log_missing`), the committed snapshots' ids and the newest committed snapshot.
+
+    On an object store one listing gives every key. Where each folder is a listing of its own
+    (local disks, HDFS: a ``LISTSTATUS`` each), the log is listed first and the folders of the
+    snapshots it logs are not looked into: a commit lists as many folders however many
+    snapshots ``out_root`` keeps, where it listed one more per snapshot. A logged snapshot
+    counts as committed unless its entry lies above the newest entry with a manifest: such an
+    entry is a commit killed before its commit point, whose files are leftovers (the commit
+    after the kill removes them).
+
+    :param fs: the output folder's filesystem.
+    :param out_root: the output folder.
+    :param snapshot_id: the snapshot being committed (its own folder is always looked into).
+    :param read: reads one snapshot's manifest by its id (None: it has none).
+    """
+    if is_object_store(fs):
+        found = _files(fs, out_root, None)
+        committed = manifest_ids(found, out_root)
+        entries = log_missing(fs, out_root, entries_in(found, out_root), committed, read)
+        return found, entries, committed, newest(entries, read)
+    listed = read_log(fs, out_root)
+    logged = {e.snapshot_id for e in listed} - {snapshot_id}
+    log, snapshots = log_dir(out_root), posixpath.join(out_root, SNAPSHOTS_DIR)
+
+    def descend(folder: str) -> bool:
+        parent, name = posixpath.split(folder)
+        return folder != log and not (parent == snapshots and name in logged)
+
+    found = _files(fs, out_root, descend)
+    entries = log_missing(fs, out_root, listed, manifest_ids(found, out_root), read)
+    latest, killed = None, set()
+    for entry in reversed(entries):
+        latest = read(entry.snapshot_id)
+        if latest is not None:
+            break
+        killed.add(entry.snapshot_id)
+    return found, entries, {e.snapshot_id for e in entries} - killed, latest
+
+
+def _files(
+    fs: AbstractFileSystem, out_root: str, descend: Callable[[str], bool] | None
+) -> list[str]:
+    try:
+        return find_files(fs, out_root, descend)
+    except FileNotFoundError:
+        return []
+
+
 __all__ = [
     "LOG_DIR",
     "Committed",
     "LogEntry",
+    "commit_listing",
     "drop_entries",
     "entries_in",
     "log_commit",

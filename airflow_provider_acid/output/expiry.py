@@ -17,6 +17,7 @@ from ..acid.listing import resolve_filesystem
 from ..acid.storage import remove_temporary
 from .commit_lock import DEFAULT_WAIT, commit_lock
 from .commit_log import drop_entries, read_log
+from .paths import snapshot_dir
 from .protocol import (
     cached_verdicts,
     committed_snapshots,
@@ -24,7 +25,6 @@ from .protocol import (
     read_plan,
     remove_commit_temporaries,
     remove_file,
-    snapshot_dir,
 )
 from .records import CommitError, ExpireResult
 

@@ -42,7 +42,9 @@ How it keeps its promises without relying on renames (object stores have none):
   snapshot (each bucket's writer, and the commit for the manifest's), by later commits (those
   of snapshots that never committed) and by :func:`expire_snapshots`.
 * Each commit logs itself before its manifest (:mod:`.commit_log`), so the latest snapshot is
-  found from one listing and one manifest, not by reading every manifest.
+  found from one listing and one manifest, not by reading every manifest; and a commit's
+  listing of ``OUT`` (for the leftovers above) skips the folders of the logged snapshots where
+  folders are listed one by one (HDFS), so it does not grow with the snapshots kept.
 * Commits and expiries of one ``OUT`` are serialised by a lock object created only if absent
   (:mod:`.commit_lock`). A second writer waits for it; the same snapshot then returns the
   first commit, another one commits after it with the next sequence, or fails to verify if
@@ -78,13 +80,19 @@ from ..acid.storage import (
 from .commit_lock import DEFAULT_WAIT, commit_lock
 from .commit_log import (
     LogEntry,
-    entries_in,
+    commit_listing,
     log_commit,
     log_dir,
-    log_missing,
     newest,
     next_sequence,
     read_log,
+)
+from .paths import (
+    MANIFEST_FILE,
+    PLAN_FILE,
+    SNAPSHOTS_DIR,
+    SUCCESS_FILE,
+    snapshot_dir,
 )
 from .records import (
     DATA_FILE_NAME,
@@ -96,16 +104,7 @@ from .records import (
     utc_now,
 )
 
-SNAPSHOTS_DIR = "_snapshots"
-PLAN_FILE = "plan.json"
-MANIFEST_FILE = "manifest.json"
-SUCCESS_FILE = "_SUCCESS"
-
 # -- storage helpers -------------------------------------------------------------------------
-
-
-def snapshot_dir(out_root: str, snapshot_id: str) -> str:
-    return posixpath.join(out_root, SNAPSHOTS_DIR, snapshot_id)
 
 
 def _get_json(fs: AbstractFileSystem, path: str) -> dict[str, Any] | None:
@@ -505,16 +504,6 @@ def commit_snapshot(
         return _commit_locked(fs, root, snapshot_id, bucket_results, plan)
 
 
-def _manifest_ids(found: list[str], out_root: str) -> set[str]:
-    """The snapshots with a manifest among ``found`` (a listing of ``out_root``'s files)."""
-    prefix = posixpath.join(out_root, SNAPSHOTS_DIR).rstrip("/") + "/"
-    ids = set()
-    for path in found:
-        if path.startswith(prefix) and posixpath.basename(path) == MANIFEST_FILE:
-            ids.add(posixpath.basename(posixpath.dirname(path)))
-    return ids
-
-
 def _commit_locked(
     fs: AbstractFileSystem,
     root: str,
@@ -533,14 +522,10 @@ def _commit_locked(
     results = _gather_results(plan, bucket_results)
     _verify_all(fs, root, results)
 
-    found = _find(fs, root)  # one listing: the committed snapshots, the log, leftovers
-    committed = _manifest_ids(found, root)
-
     def read(sid: str) -> SnapshotResult | None:
         return read_manifest(fs, root, sid)
 
-    entries = log_missing(fs, root, entries_in(found, root), committed, read)
-    latest = newest(entries, read)
+    found, entries, committed, latest = commit_listing(fs, root, snapshot_id, read)
     _remove_leftovers(fs, root, plan, results, committed, found)
     manifest_path = posixpath.join(snapshot_dir(root, snapshot_id), MANIFEST_FILE)
     entry = LogEntry(next_sequence(entries), snapshot_id)

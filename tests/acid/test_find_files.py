@@ -54,3 +54,31 @@ def test_other_filesystems_are_listed_by_fsspec():
     fs.store, fs.pseudo_dirs = {}, [""]
     fs.pipe({"/t/a/b": b"1", "/t/c": b"2"})
     assert find_files(fs, "/t") == fs.find("/t") == ["/t/a/b", "/t/c"]
+
+
+class _Flat(MemoryFileSystem):
+    """An in-memory filesystem taken for an object store (listed flat, at once)."""
+
+    protocol = ("s3",)
+    cachable = False
+
+
+def test_a_refused_folder_is_not_looked_into_on_any_filesystem(tmp_path):
+    files = ["_snapshots/a/manifest.json", "_snapshots/a/x/y", "_snapshots/b/plan.json",
+             "p=1/f.parquet", "_SUCCESS"]  # fmt: skip
+    refuse = {"_snapshots/a"}
+    kept = sorted(f for f in files if not f.startswith("_snapshots/a/"))
+    local = tmp_path / "out"
+    for name in files:
+        (local / name).parent.mkdir(parents=True, exist_ok=True)
+        (local / name).write_bytes(b"x")
+    for fs, root in (
+        (LocalFileSystem(), str(local)),
+        (MemoryFileSystem(skip_instance_cache=True), "/out"),  # one listing a folder
+        (_Flat(skip_instance_cache=True), "/out"),  # every key at once
+    ):
+        if not isinstance(fs, LocalFileSystem):
+            fs.store, fs.pseudo_dirs = {}, [""]
+            fs.pipe({f"/out/{name}": b"x" for name in files})
+        found = find_files(fs, root, lambda folder, top=root: folder[len(top) + 1 :] not in refuse)
+        assert [p[len(root) + 1 :] for p in found] == kept, type(fs)

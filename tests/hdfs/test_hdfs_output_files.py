@@ -85,3 +85,37 @@ def test_an_aborted_hdfs_file_leaves_nothing(out):
     writer.write(_rows(0, 1500))
     writer.abort()
     assert _names(fs, f"{root}/p=a") == []
+
+
+def test_a_commit_lists_as_many_hdfs_folders_however_many_feeds_are_kept(
+    hdfs_plain, monkeypatch, tmp_path
+):
+    """Each WebHDFS ``LISTSTATUS`` lists one folder; the commit does not list the folders of
+    the snapshots its log holds, so a scheduled feed's runs stay as cheap as its first."""
+    from airflow_provider_acid.engine.change_runs import compute_changes
+    from airflow_provider_acid.testing.table_writer import AcidTableWriter
+
+    monkeypatch.setenv("ACID_HDFS_NAMENODES", hdfs_plain.namenodes)
+    listed: list[str] = []
+    call = HdfsFileSystem._call
+
+    def counted(self, op, *args, **kwargs):  # noqa: ANN001, ANN202
+        if op == "LISTSTATUS":
+            listed.append(kwargs.get("path") or (args[2] if len(args) > 2 else ""))
+        return call(self, op, *args, **kwargs)
+
+    monkeypatch.setattr(HdfsFileSystem, "_call", counted)
+    table = AcidTableWriter(str(tmp_path / "t"), [("id", "bigint"), ("v", "string")], buckets=1)
+    out = hdfs_plain.folder() + "/feed"
+    per_run = []
+    for i in range(6):
+        table.insert([{"id": i, "v": "x"}])
+        listed.clear()
+        feed = compute_changes(
+            table.root, out, from_write_id=None if i else 0, write_ids=table.valid_write_ids()
+        )
+        assert feed.result is not None and feed.counts["insert"] == 1
+        per_run.append(len(listed))
+    assert per_run[1] == per_run[-1], per_run  # not one more folder per delivery kept
+    fs, root = resolve_filesystem(out)
+    assert len(fs.ls(f"{root}/_snapshots", detail=False)) >= 6  # the folders it did not list

@@ -13,7 +13,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from airflow_provider_acid.engine.change_feed import feed_watermark
 from airflow_provider_acid.engine.change_runs import compute_changes
-from airflow_provider_acid.engine.compaction import compact_table
+from airflow_provider_acid.engine.compaction import compact_slice, compact_table
 from airflow_provider_acid.engine.options import CompactionOptions
 from airflow_provider_acid.engine.plan import plan_snapshot
 from airflow_provider_acid.output import (
@@ -94,14 +94,22 @@ def test_the_latest_is_one_manifest_read_however_many_are_committed(table, tmp_p
     assert latest_snapshot(str(out)).sequence == 13
 
 
+def _killed(table: AcidTableWriter, out: Path, sequence: int, files: bool = False) -> Any:
+    """A run (after a write) that logged its commit as ``sequence`` and died before its
+    manifest, having written its buckets' files or not; its plan."""
+    table.insert([{"id": 99, "v": "killed"}])
+    plan = plan_snapshot(table.root, str(out), write_ids=table.valid_write_ids())
+    for key in plan.keys_to_compute if files else ():
+        compact_slice(table.root, key, str(out), plan.snapshot_id, plan=plan)
+    log_commit(LocalFileSystem(), str(out), LogEntry(sequence, plan.snapshot_id))
+    return plan
+
+
 def test_a_commit_killed_before_its_manifest_is_passed_over(table, tmp_path):
     out = tmp_path / "out"
     fs = LocalFileSystem()
     ids = _snapshots(table, out, 2)
-    # a commit that logged itself and died before its manifest: sequence 3, no manifest
-    table.insert([{"id": 99, "v": "killed"}])
-    plan = plan_snapshot(table.root, str(out), write_ids=table.valid_write_ids())
-    log_commit(fs, str(out), LogEntry(3, plan.snapshot_id))
+    plan = _killed(table, out, 3)  # sequence 3, no manifest
     assert latest_committed(fs, str(out)).snapshot_id == ids[-1]
     assert feed_watermark(str(out)) is None  # no feed among them
     # the same snapshot committed later takes the next number: 3 is never given twice
@@ -218,3 +226,46 @@ def test_a_killed_commit_s_log_entry_temporary_is_removed_by_the_next_commit(tab
     assert not left.exists()
     assert not [p for p in out.rglob("*") if TEMPORARY_NAME.match(p.name)]
     assert [e.sequence for e in read_log(LocalFileSystem(), str(out))] == [1, 2]
+
+
+def test_a_commit_does_not_look_into_the_folders_of_the_snapshots_its_log_holds(
+    table, tmp_path, monkeypatch
+):
+    from airflow_provider_acid.acid import listing
+
+    out = tmp_path / "out"
+    snapshots = str(out / "_snapshots")
+    looked: list[str] = []
+    scandir = listing.os.scandir
+
+    def counted(path):  # noqa: ANN001, ANN202
+        looked.append(str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(listing.os, "scandir", counted)
+    ids = _snapshots(table, out, 4)
+    looked.clear()
+    last = _snapshots(table, out, 1)[0]
+    inside = sorted({p.rsplit("/", 1)[1] for p in looked if p.startswith(snapshots + "/")})
+    assert inside == [last]  # its own folder only, not the four logged before it
+    assert [e.snapshot_id for e in read_log(LocalFileSystem(), str(out))] == [*ids, last]
+
+
+def test_a_commit_killed_after_its_log_entry_leaves_files_the_next_commit_removes(table, tmp_path):
+    out = tmp_path / "out"
+    fs = LocalFileSystem()
+    ids = _snapshots(table, out, 2)
+    plan = _killed(table, out, 3, files=True)  # its buckets' files written, no manifest
+    killed = sorted(p.name for p in out.rglob(f"part-{plan.snapshot_id}-*"))
+    assert killed  # its files are there, no manifest lists them
+
+    table.insert([{"id": 99, "v": "next"}])
+    after = _snapshots(table, out, 1)[0]
+
+    assert sorted(p.name for p in out.rglob(f"part-{plan.snapshot_id}-*")) == []
+    latest = latest_committed(fs, str(out))
+    assert (latest.snapshot_id, latest.sequence, latest.previous_snapshot_id) == (
+        after, 4, ids[-1],
+    )  # fmt: skip
+    # committed again later, the killed entry is below the newest: it is not looked at again
+    assert [e.sequence for e in read_log(fs, str(out))] == [1, 2, 3, 4]
