@@ -84,19 +84,11 @@ def find_files(
         names it); None looks inside all.
     """
     top = root.rstrip("/") or "/"
-    if is_object_store(fs):
-        found = fs.find(root)
-        if descend is None:
-            return found
-        return [p for p in found if _descended(posixpath.dirname(p), top, descend)]
     if not isinstance(fs, LocalFileSystem):
-        if descend is None:
-            return fs.find(root)
-        files = []
-        for folder, folders, names in fs.walk(root, topdown=True):
-            folders[:] = [f for f in folders if descend(posixpath.join(folder, f))]
-            files += [posixpath.join(folder, n) if n else folder for n in names]
-        return sorted(files)
+        try:
+            return _found_by_fsspec(fs, root, top, descend)
+        except FileNotFoundError:
+            return []
     found, folders = [], [top]
     while folders:
         folder = folders.pop()
@@ -115,6 +107,21 @@ def find_files(
                 raise
             found.append(top)  # fsspec's find of a file: the file
     return sorted(found)
+
+
+def _found_by_fsspec(
+    fs: AbstractFileSystem, root: str, top: str, descend: Callable[[str], bool] | None
+) -> list[str]:
+    """:func:`find_files` on a filesystem other than the local one."""
+    if descend is None:
+        return fs.find(root)
+    if is_object_store(fs):  # every key at once: those below a refused folder left out
+        return [p for p in fs.find(root) if _descended(posixpath.dirname(p), top, descend)]
+    files = []
+    for folder, folders, names in fs.walk(root, topdown=True):
+        folders[:] = [f for f in folders if descend(posixpath.join(folder, f))]
+        files += [posixpath.join(folder, n) if n else folder for n in names]
+    return sorted(files)
 
 
 def _descended(folder: str, top: str, descend: Callable[[str], bool]) -> bool:

@@ -214,37 +214,30 @@ def commit_listing(
     :param snapshot_id: the snapshot being committed (its own folder is always looked into).
     :param read: reads one snapshot's manifest by its id (None: it has none).
     """
+    if is_object_store(fs):  # one flat listing: every key, the log's and the manifests' too
+        found = find_files(fs, out_root)
+        listed = entries_in(found, out_root)
+    else:
+        listed = read_log(fs, out_root)
+        logged = {e.snapshot_id for e in listed} - {snapshot_id}
+        log, snapshots = log_dir(out_root), posixpath.join(out_root, SNAPSHOTS_DIR)
+
+        def descend(folder: str) -> bool:
+            parent, name = posixpath.split(folder)
+            return folder != log and not (parent == snapshots and name in logged)
+
+        found = find_files(fs, out_root, descend)
+    with_manifest = manifest_ids(found, out_root)
+    entries = log_missing(fs, out_root, listed, with_manifest, read)
+    latest = newest(entries, read)
     if is_object_store(fs):
-        found = _files(fs, out_root, None)
-        committed = manifest_ids(found, out_root)
-        entries = log_missing(fs, out_root, entries_in(found, out_root), committed, read)
-        return found, entries, committed, newest(entries, read)
-    listed = read_log(fs, out_root)
-    logged = {e.snapshot_id for e in listed} - {snapshot_id}
-    log, snapshots = log_dir(out_root), posixpath.join(out_root, SNAPSHOTS_DIR)
-
-    def descend(folder: str) -> bool:
-        parent, name = posixpath.split(folder)
-        return folder != log and not (parent == snapshots and name in logged)
-
-    found = _files(fs, out_root, descend)
-    entries = log_missing(fs, out_root, listed, manifest_ids(found, out_root), read)
-    latest, killed = None, set()
-    for entry in reversed(entries):
-        latest = read(entry.snapshot_id)
-        if latest is not None:
+        return found, entries, with_manifest, latest
+    committed = {e.snapshot_id for e in entries}
+    for entry in reversed(entries):  # those above the newest committed one: killed commits'
+        if latest is not None and entry.snapshot_id == latest.snapshot_id:
             break
-        killed.add(entry.snapshot_id)
-    return found, entries, {e.snapshot_id for e in entries} - killed, latest
-
-
-def _files(
-    fs: AbstractFileSystem, out_root: str, descend: Callable[[str], bool] | None
-) -> list[str]:
-    try:
-        return find_files(fs, out_root, descend)
-    except FileNotFoundError:
-        return []
+        committed.discard(entry.snapshot_id)
+    return found, entries, committed, latest
 
 
 __all__ = [

@@ -227,14 +227,6 @@ def _is_hidden_path(relative: str) -> bool:
     return any(part.startswith(("_", ".")) for part in relative.split("/"))
 
 
-def _find(fs: AbstractFileSystem, out_root: str) -> list[str]:
-    """Every file below ``out_root`` (one recursive listing)."""
-    try:
-        return find_files(fs, out_root)
-    except FileNotFoundError:
-        return []
-
-
 def data_files_below(
     fs: AbstractFileSystem,
     out_root: str,
@@ -251,7 +243,7 @@ def data_files_below(
     """
     prefix = out_root.rstrip("/") + "/"
     if found is None:
-        found = _find(fs, out_root)
+        found = find_files(fs, out_root)
     files = {}
     for path in found:
         relative = path[len(prefix) :] if path.startswith(prefix) else path
