@@ -34,10 +34,10 @@ from ..output.parquet_files import (
 from ..output.protocol import (
     read_manifest,
     read_plan,
-    reuse_candidates,
     write_plan,
 )
 from ..output.records import PlannedSlice, SnapshotPlan
+from ..output.reuse import reuse_candidates
 from .options import CompactionOptions
 
 _SETTINGS_VERSION = 1

@@ -23,7 +23,6 @@ from .protocol import (
     latest_snapshot,
     read_manifest,
     read_plan,
-    reuse_candidates,
     write_plan,
 )
 from .records import (
@@ -37,6 +36,7 @@ from .records import (
     SnapshotResult,
     data_file_name,
 )
+from .reuse import reuse_candidates
 
 __all__ = [
     "BucketResult",

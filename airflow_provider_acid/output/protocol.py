@@ -44,7 +44,8 @@ How it keeps its promises without relying on renames (object stores have none):
 * Each commit logs itself before its manifest (:mod:`.commit_log`), so the latest snapshot is
   found from one listing and one manifest, not by reading every manifest; and a commit's
   listing of ``OUT`` (for the leftovers above) skips the folders of the logged snapshots where
-  folders are listed one by one (HDFS), so it does not grow with the snapshots kept.
+  folders are listed one by one (HDFS), so it does not grow with the snapshots kept; nor does
+  an incremental plan's look-up of the files it would reuse (:func:`.reuse.reuse_candidates`).
 * Commits and expiries of one ``OUT`` are serialised by a lock object created only if absent
   (:mod:`.commit_lock`). A second writer waits for it; the same snapshot then returns the
   first commit, another one commits after it with the next sequence, or fails to verify if
@@ -59,7 +60,6 @@ import json
 import posixpath
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -575,27 +575,3 @@ def _as_utc(value: dt.datetime | str) -> dt.datetime:
     if value.tzinfo is None:
         value = value.replace(tzinfo=dt.timezone.utc)
     return value.astimezone(dt.timezone.utc)
-
-
-def reuse_candidates(
-    fs: AbstractFileSystem, out_root: str, table: str
-) -> tuple[str | None, dict[str, BucketResult]]:
-    """From the latest committed snapshot of the same table: slice key -> its bucket result,
-    for buckets whose files are all still on storage as recorded."""
-    latest = latest_committed(fs, out_root, lambda s: s.table == table)
-    if latest is None:
-        return None, {}
-    present = {}
-    prefix = out_root.rstrip("/") + "/"
-    for path, info in fs.find(out_root, detail=True).items():
-        name = info.get("name", path)
-        present[name[len(prefix) :] if name.startswith(prefix) else name] = int(
-            info.get("size") or 0
-        )
-    usable = {}
-    for bucket in latest.buckets:
-        if all(present.get(f.path) == f.size for f in bucket.files):
-            usable[bucket.slice_key] = replace(
-                bucket, reused_from=bucket.reused_from or latest.snapshot_id
-            )
-    return latest.snapshot_id, usable

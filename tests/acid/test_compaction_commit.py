@@ -292,6 +292,44 @@ def test_incremental_snapshots_reuse_unchanged_buckets_until_expired(tmp_path):
     assert first.snapshot_id in {b.reused_from for b in third.buckets}
 
 
+@pytest.mark.parametrize(
+    "where, partitioned",
+    [("local", True), ("local", False), ("memory", True)],
+)
+def test_a_bucket_whose_files_changed_on_storage_is_not_reused(tmp_path, where, partitioned):
+    """Reuse looks each file up where it is stored: one gone or of another size than its
+    manifest says makes its bucket written again, the other unchanged buckets are reused."""
+    root = str(tmp_path / "out") if where == "local" else f"memory://{tmp_path.name}/out"
+    fs, out = fsspec.core.url_to_fs(root)
+    table = AcidTableWriter(
+        str(tmp_path / "t"),
+        [("id", "bigint"), ("name", "string")],
+        [("p", "string")] if partitioned else [],
+        buckets=4,
+        bucket_by="id",
+    )
+    table.insert(
+        [{"id": i, "name": f"n{i}", **({"p": "a"} if partitioned else {})} for i in range(40)]
+    )
+    first = compact_table(table.root, root)
+    assert len(first.buckets) == 4
+    changed, gone, resized, kept = first.buckets
+    fs.rm_file(f"{out}/{gone.files[0].path}")
+    fs.pipe_file(
+        f"{out}/{resized.files[0].path}", fs.cat_file(f"{out}/{resized.files[0].path}") + b"x"
+    )
+    victim = pq.read_table(f"{out}/{changed.files[0].path}", filesystem=fs)["id"][0].as_py()
+    table.delete(lambda r: r["id"] == victim)
+    second = compact_table(table.root, root)
+
+    reused = {b.slice_key for b in second.buckets if b.reused_from}
+    assert reused == {kept.slice_key}, reused
+    rows = pa.concat_tables(pq.read_table(f"{out}/{f.path}", filesystem=fs) for f in second.files)
+    assert ids(rows) == expected_ids(table)
+    if where == "memory":
+        fs.rm(f"/{tmp_path.name}", recursive=True)
+
+
 def test_any_fsspec_url_in_and_out(tmp_path):
     memory = fsspec.filesystem("memory")
     table = AcidTableWriter("memory://wh/t", [("id", "bigint")], buckets=2)

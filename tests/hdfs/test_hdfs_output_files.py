@@ -87,14 +87,8 @@ def test_an_aborted_hdfs_file_leaves_nothing(out):
     assert _names(fs, f"{root}/p=a") == []
 
 
-def test_a_commit_lists_as_many_hdfs_folders_however_many_feeds_are_kept(
-    hdfs_plain, monkeypatch, tmp_path
-):
-    """Each WebHDFS ``LISTSTATUS`` lists one folder; the commit does not list the folders of
-    the snapshots its log holds, so a scheduled feed's runs stay as cheap as its first."""
-    from airflow_provider_acid.engine.change_runs import compute_changes
-    from airflow_provider_acid.testing.table_writer import AcidTableWriter
-
+def _count_liststatus(hdfs_plain, monkeypatch) -> list[str]:  # noqa: ANN001
+    """The folders WebHDFS lists (one ``LISTSTATUS`` each) from now on, appended as listed."""
     monkeypatch.setenv("ACID_HDFS_NAMENODES", hdfs_plain.namenodes)
     listed: list[str] = []
     call = HdfsFileSystem._call
@@ -105,6 +99,18 @@ def test_a_commit_lists_as_many_hdfs_folders_however_many_feeds_are_kept(
         return call(self, op, *args, **kwargs)
 
     monkeypatch.setattr(HdfsFileSystem, "_call", counted)
+    return listed
+
+
+def test_a_commit_lists_as_many_hdfs_folders_however_many_feeds_are_kept(
+    hdfs_plain, monkeypatch, tmp_path
+):
+    """Each WebHDFS ``LISTSTATUS`` lists one folder; the commit does not list the folders of
+    the snapshots its log holds, so a scheduled feed's runs stay as cheap as its first."""
+    from airflow_provider_acid.engine.change_runs import compute_changes
+    from airflow_provider_acid.testing.table_writer import AcidTableWriter
+
+    listed = _count_liststatus(hdfs_plain, monkeypatch)
     table = AcidTableWriter(str(tmp_path / "t"), [("id", "bigint"), ("v", "string")], buckets=1)
     out = hdfs_plain.folder() + "/feed"
     per_run = []
@@ -119,3 +125,34 @@ def test_a_commit_lists_as_many_hdfs_folders_however_many_feeds_are_kept(
     assert per_run[1] == per_run[-1], per_run  # not one more folder per delivery kept
     fs, root = resolve_filesystem(out)
     assert len(fs.ls(f"{root}/_snapshots", detail=False)) >= 6  # the folders it did not list
+
+
+def test_an_incremental_snapshot_lists_as_many_hdfs_folders_however_many_are_kept(
+    hdfs_plain, monkeypatch, tmp_path
+):
+    """Planning a snapshot that reuses the latest one's unchanged buckets looks up the files
+    it would reuse: only in the folders holding them, not in every kept snapshot's folder."""
+    from airflow_provider_acid.engine.compaction import compact_table
+    from airflow_provider_acid.testing.table_writer import AcidTableWriter
+
+    listed = _count_liststatus(hdfs_plain, monkeypatch)
+    table = AcidTableWriter(
+        str(tmp_path / "t"),
+        [("id", "bigint"), ("v", "string")],
+        partition_columns=[("p", "string")],
+        buckets=2,
+        bucket_by="id",
+    )
+    table.insert([{"id": i, "v": "x", "p": p} for i in range(4) for p in ("a", "b")])
+    out = hdfs_plain.folder() + "/snapshots"
+    per_run, reused = [], []
+    for i in range(6):
+        table.insert([{"id": 10 + i, "v": "y", "p": "a"}])
+        listed.clear()
+        result = compact_table(table.root, out, write_ids=table.valid_write_ids())
+        per_run.append(len(listed))
+        reused.append(sum(1 for b in result.buckets if b.reused_from))
+    assert reused[1:] == [3] * 5, reused  # p=b's two buckets and p=a's bucket 1, every run
+    assert per_run[1] == per_run[-1], per_run  # not one more folder per snapshot kept
+    fs, root = resolve_filesystem(out)
+    assert len(fs.ls(f"{root}/_snapshots", detail=False)) >= 6
