@@ -28,7 +28,7 @@ from typing import Any
 
 from fsspec import AbstractFileSystem
 
-from ..acid.storage import create_exclusive, read_whole, remove_temporaries
+from ..acid.storage import create_exclusive, read_whole, remove_temporaries, renames_atomically
 from .records import CommitError
 
 LOCK_NAME = "_commit.lock"
@@ -142,8 +142,9 @@ def commit_lock(
         time.sleep(pause)
         pause = min(pause * 2, 0.5)
     try:
-        # temporaries of a lock whose writer was killed while creating it (locked ones stay)
-        remove_temporaries(fs, posixpath.dirname(path), lambda name: name == LOCK_NAME)
+        if renames_atomically(fs):  # the only lock written through a temporary: a local one
+            # temporaries of a lock whose writer was killed while creating it (locked ones stay)
+            remove_temporaries(fs, posixpath.dirname(path), lambda name: name == LOCK_NAME)
         yield me
     finally:
         _release(fs, path, me)

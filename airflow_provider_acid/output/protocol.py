@@ -436,12 +436,22 @@ def remove_commit_temporaries(fs: AbstractFileSystem, root: str, snapshot_id: st
 
 
 def _write_markers(fs: AbstractFileSystem, root: str, result: SnapshotResult) -> None:
-    write_whole(fs, posixpath.join(snapshot_dir(root, result.snapshot_id), SUCCESS_FILE), b"")
     pointer = {
         "snapshot_id": result.snapshot_id,
         "manifest": posixpath.relpath(result.manifest_path, root),
     }
-    write_whole(fs, posixpath.join(root, SUCCESS_FILE), json.dumps(pointer).encode())
+    markers = [
+        (posixpath.join(snapshot_dir(root, result.snapshot_id), SUCCESS_FILE), b""),
+        (posixpath.join(root, SUCCESS_FILE), json.dumps(pointer).encode()),
+    ]
+    if renames_atomically(fs):  # a local disk answers at once
+        for path, data in markers:
+            write_whole(fs, path, data)
+        return
+    # remote storage: both at once, one round trip (a commit killed between them is finished
+    # by the next one, which finds the snapshot's own marker missing)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(lambda marker: write_whole(fs, *marker), markers))
 
 
 def _finish_commit(fs: AbstractFileSystem, root: str, existing: SnapshotResult) -> None:
