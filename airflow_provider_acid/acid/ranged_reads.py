@@ -51,6 +51,8 @@ __all__ = [
     "SMALL_BYTES",
     "PrefetchedFile",
     "ReadOnlyFile",
+    "fetch_early",
+    "forget_early",
     "open_data_file",
     "open_data_files",
 ]
@@ -207,6 +209,8 @@ class PrefetchedFile(ReadOnlyFile):
     :param chunk_bytes: the largest range of a larger object.
     :param depth: ranges fetched ahead of the one being read.
     :param tail_bytes: the last bytes fetched first (the footer).
+    :param body_ahead: also start fetching the first ranges before the tail at once (False:
+        at the first read of them, or :meth:`fetch_body`).
     """
 
     def __init__(
@@ -219,6 +223,7 @@ class PrefetchedFile(ReadOnlyFile):
         chunk_bytes: int = CHUNK_BYTES,
         depth: int = DEPTH,
         tail_bytes: int = TAIL_BYTES,
+        body_ahead: bool = True,
     ) -> None:
         super().__init__(path, size)
         if depth < 1:
@@ -252,7 +257,15 @@ class PrefetchedFile(ReadOnlyFile):
         self._stripe_starts = sorted({0, *(offset for offset, _ in stripes)})
         self._tail = len(self._ranges) - 1
         self._held[self._tail] = tail
-        self._top_up(0)
+        if body_ahead:
+            self._top_up(0)
+
+    def fetch_body(self) -> None:
+        """Start fetching the first ranges before the tail, if not yet (a file made with
+        ``body_ahead=False`` fetches them at its first read of them otherwise)."""
+        with self._lock:
+            if self._tail:
+                self._top_up(0)
 
     # -- fetching -----------------------------------------------------------------------
 
@@ -334,10 +347,99 @@ def open_data_file(fs: AbstractFileSystem, path: str, size: int | None = None) -
     """
     if isinstance(fs, LocalFileSystem):
         return fs.open(path, "rb")
+    early = _take_early(fs, path, size)
+    if early is not None:
+        return early
     if size is None:
         with naming(path):
             size = int(fs.size(path))
     return PrefetchedFile(fs, path, size)
+
+
+# -- files fetched early, for a read to come ------------------------------------------------
+
+_early: dict[tuple[str, int], tuple[AbstractFileSystem, Future[PrefetchedFile]]] = {}
+_early_lock = threading.Lock()
+_opener: ThreadPoolExecutor | None = None
+
+
+def _early_opener() -> ThreadPoolExecutor:
+    global _opener
+    with _pool_lock:
+        if _opener is None:  # not the fetch pool: opening a larger file waits for its tail
+            _opener = ThreadPoolExecutor(1, thread_name_prefix="acid-early")
+        return _opener
+
+
+def fetch_early(
+    fs: AbstractFileSystem,
+    files: Sequence[tuple[str, int | None]],
+    *,
+    ahead_bytes: int = AHEAD_BYTES,
+    small_bytes: int = SMALL_BYTES,
+) -> None:
+    """Start fetching ``files`` (the next bucket's, while a worker computes the current one)
+    for :func:`open_data_file` to use when it opens the same path at the same size: the small
+    files whole, the larger ones' tails (their footers; their stripes are fetched when they are
+    opened), at most ``ahead_bytes`` in all. What is fetched early and never opened stays until
+    :func:`forget_early`. Nothing on a local disk.
+
+    :param fs: the filesystem holding the files.
+    :param files: (path, size as listed) of each file; those of unknown size are passed over.
+    :param ahead_bytes: the most bytes fetched early.
+    :param small_bytes: files up to this size are fetched whole (:class:`PrefetchedFile`).
+    """
+    if isinstance(fs, LocalFileSystem):
+        return
+    held, started = 0, {}
+    for path, size in files:
+        if size is None or size <= 0:
+            continue
+        cost = size if size <= small_bytes else min(TAIL_BYTES, size)
+        if held + cost > ahead_bytes:
+            break
+        held += cost
+        opened = _early_opener().submit(
+            PrefetchedFile, fs, path, size, small_bytes=small_bytes, body_ahead=False
+        )
+        started[(path, size)] = (fs, opened)
+    with _early_lock:
+        _early.update(started)
+
+
+def forget_early(files: Sequence[tuple[str, int | None]] | None = None) -> None:
+    """Close what :func:`fetch_early` fetched and was not opened (waiting for nothing).
+
+    :param files: (path, size) of the files to forget; None: all.
+    """
+    with _early_lock:
+        keys = list(_early) if files is None else [f for f in files if f in _early]
+        left = [_early.pop(k) for k in keys]
+    for _, opened in left:
+        opened.add_done_callback(_close_opened)
+
+
+def _close_opened(opened: Future[PrefetchedFile]) -> None:
+    if not opened.cancelled() and opened.exception() is None:
+        opened.result().close()
+
+
+def _take_early(fs: AbstractFileSystem, path: str, size: int | None) -> PrefetchedFile | None:
+    """The file :func:`fetch_early` started for ``path`` at ``size`` on ``fs`` (its body's
+    fetch started now), or None; one that failed is opened again by the caller."""
+    if size is None:
+        return None
+    with _early_lock:
+        entry = _early.get((path, size))
+        if entry is None or entry[0] is not fs:
+            return None
+        del _early[(path, size)]
+    try:
+        handle = entry[1].result()
+    except Exception:  # noqa: BLE001 - opened again by the caller, which reports its error
+        return None
+    handle.fetch_body()
+    return handle
 
 
 def open_data_files(
@@ -373,7 +475,9 @@ def open_data_files(
                     continue
                 if held + later_size > ahead_bytes:
                     break
-                early[later] = PrefetchedFile(fs, later_path, later_size)  # its GET starts
+                early[later] = _take_early(fs, later_path, later_size) or PrefetchedFile(
+                    fs, later_path, later_size
+                )  # its GET starts (or started with fetch_early)
                 held += later_size
             yield handle
     finally:

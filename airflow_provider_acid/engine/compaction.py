@@ -15,7 +15,7 @@ a straight copy.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -26,11 +26,13 @@ from fsspec.implementations.local import LocalFileSystem
 
 from ..acid.hive_types import HiveType, partition_scalar
 from ..acid.listing import location_uri, resolve_filesystem
+from ..acid.ranged_reads import fetch_early, forget_early
 from ..acid.read_view import BucketSlice, TableReadView
 from ..acid.rows import SliceReader
 from ..acid.source import TableDefinition, TableSource
 from ..acid.table_columns import TableColumns
 from ..acid.writeids import ValidTxnList, ValidWriteIdList
+from ..output.background_uploads import uploads_in_background
 from ..output.parquet_files import (
     BucketFileWriter,
     output_schema,
@@ -339,6 +341,34 @@ def _planned_source(plan: SnapshotPlan, planned: PlannedSlice, table_uri: str) -
     )
 
 
+def _in_turn(
+    run: Callable[[str], BucketResult],
+    keys: Sequence[str],
+    snapshot: TableReadView,
+    fs: AbstractFileSystem,
+) -> list[BucketResult]:
+    """``run`` of each slice in turn, by one worker. Away from a local disk its waits overlap
+    its work: the next slice's small files and footers are fetched while it computes one
+    (:func:`.ranged_reads.fetch_early`), and each data file's upload completes while it goes on
+    to the next (:func:`.background_uploads.uploads_in_background`); every upload is complete
+    when this returns."""
+    files = {
+        s.key: [(f.path, f.file.size) for f in s.delete_delta_files + s.data_files]
+        for s in snapshot.slices
+    }
+    results = []
+    try:
+        with uploads_in_background():
+            for index, key in enumerate(keys):
+                if index + 1 < len(keys):
+                    fetch_early(fs, files.get(keys[index + 1], []))
+                results.append(run(key))
+                forget_early(files.get(key, []))  # what it did not read (a reused slice's)
+    finally:
+        forget_early()
+    return results
+
+
 def compact_table(
     table_uri: str | TableSource,
     out_uri: str,
@@ -423,7 +453,7 @@ def compact_table(
 
     workers = min(options.workers(), max(1, len(keys)))
     if workers == 1:
-        results = [run(k) for k in keys]
+        results = _in_turn(run, keys, snapshot, fs)
     else:
         pool = ThreadPoolExecutor(max_workers=workers)
         try:

@@ -48,13 +48,20 @@ from ..acid.storage import (
     temporary_path,
 )
 from ..acid.table_columns import TableColumns
+from .background_uploads import BackgroundUpload
 from .records import OutputFile, data_file_name
 
 #: Names of the identity columns written with ``include_identity``.
-#: The part size of an output file written to an object store: a file larger than this is
-#: uploaded in parts of this size (a multipart upload) while it is written, so no more than one
-#: part of it is held in memory.
+#: The part size of an output file written to HDFS (or another filesystem of blocks): a file
+#: larger than this is sent in parts of this size while it is written, so no more than one part
+#: of it is held in memory.
 PART_BYTES = 16 * 1024 * 1024
+#: The part size of an output file written to an object store: S3's smallest. Its parts are
+#: sent by the file's upload thread while the next rows are encoded (:mod:`.background_uploads`),
+#: holding at most about three parts in memory (the part filling, the one being sent, and what
+#: waits to be handed on), where one 16 MiB part and its copy held 14 MB files whole until
+#: their one PUT at close.
+UPLOAD_PART_BYTES = 5 * 1024 * 1024
 #: The footer key under which a file counts the values of one column
 #: (``BucketFileWriter.counted``): ``{"column": name, "counts": {value: rows}}``.
 VALUE_COUNTS_KEY = b"airflow_acid.value_counts"
@@ -196,11 +203,14 @@ class BucketFileWriter:
             self._temporary = temporary_path(absolute) if renames_whole(self.fs) else None
             if not is_object_store(self.fs):
                 self.fs.makedirs(posixpath.dirname(absolute), exist_ok=True)
-            # buffered in parts of PART_BYTES (or the filesystem's smaller block size): a larger
-            # file is a multipart upload, its parts sent as it is written, completed (visible)
-            # only when it is closed
-            part = min(PART_BYTES, getattr(self.fs, "default_block_size", None) or PART_BYTES)
+            # buffered in parts (or the filesystem's smaller block size): a larger file is a
+            # multipart upload, its parts sent as it is written, completed (visible) only when
+            # it is closed
+            most = UPLOAD_PART_BYTES if is_object_store(self.fs) else PART_BYTES
+            part = min(most, getattr(self.fs, "default_block_size", None) or most)
             self._handle = self.fs.open(self._temporary or absolute, "wb", block_size=part)
+            if is_object_store(self.fs):  # its parts sent while the next rows are encoded
+                self._handle = BackgroundUpload(self._handle)
         compression = self.settings["compression"]
         self._writer = pq.ParquetWriter(
             self._handle,
@@ -231,8 +241,8 @@ class BucketFileWriter:
             self._handle.close()
             place_whole(self.fs, self._temporary, absolute)
             self._temporary = None
-        else:
-            self._handle.close()  # completes the upload
+        else:  # completes the upload (in the background inside uploads_in_background)
+            self._handle.close()
         self.files.append(OutputFile(self._path, self._rows, size))
         self._writer, self._handle = None, None
 
@@ -263,6 +273,8 @@ class BucketFileWriter:
                 os.unlink(temporary)
                 handle.close()
                 lock.close()
+            elif isinstance(handle, BackgroundUpload):
+                handle.discard()
             elif isinstance(handle, AbstractBufferedFile):
                 handle.discard()
                 handle.closed = True  # never flushed: closing would complete the upload

@@ -4,6 +4,7 @@ S3, a failed upload that commits nothing, and what planning costs in listings.""
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -419,3 +420,66 @@ def test_the_latest_of_many_snapshots_costs_one_listing_and_one_manifest(s3, dem
     assert [(e.sequence, e.snapshot_id) for e in logged] == [
         (c.sequence, c.snapshot_id) for c in committed
     ]
+
+
+SLOW_PUT = 0.6  # seconds the server takes to answer each PUT in the test below
+SLOW_SLICE = 0.3  # seconds a row filter takes per batch in the test below
+
+
+def _overlap_run(s3, demo, **run):  # noqa: ANN001, ANN003, ANN202
+    """compact_table of ``demo`` by one worker, recorded: (plan, result, requests, the GETs
+    of each source file made by planning alone, the output's key)."""
+    _, url = demo
+    out = s3.url("overlap")
+    storage, options = s3.storage_options, CompactionOptions(max_workers=1)
+    key = run.get("row_filter_key")
+    with s3.requests.recording() as planning:
+        plan = plan_snapshot(url, out, storage_options=storage, options=options, row_filter_key=key)
+    with s3.requests.recording() as seen:
+        result = compact_table(url, out, storage_options=storage, options=options, **run)
+    assert result.snapshot_id == plan.snapshot_id and len(plan.slices) == 8
+    assert read_back(s3, out).num_rows == result.rows_written
+    planned_gets = Counter(r.key for r in planning if r.operation == "GetObject")
+    return plan, result, seen, planned_gets, object_key(out)
+
+
+def _uploaded(seen, result, out_key: str, planned) -> float:  # noqa: ANN001
+    """When the first upload request of a slice's data file reached the server."""
+    (bucket,) = [b for b in result.buckets if b.slice_key == planned.key]
+    keys = {f"{out_key}/{f.path}" for f in bucket.files}
+    return min(
+        r.at
+        for r in seen
+        if r.key in keys and r.operation in ("PutObject", "CreateMultipartUpload")
+    )
+
+
+def test_one_worker_fetches_the_next_bucket_while_it_computes_one(s3, demo):
+    """With one worker, a bucket's files are fetched while the bucket before it is computed
+    (each slice here takes at least SLOW_SLICE: a slow row filter), each once."""
+
+    def slowly(table: pa.Table) -> pa.Array:
+        time.sleep(SLOW_SLICE)
+        return pa.array([True] * table.num_rows)
+
+    plan, result, seen, planned_gets, out_key = _overlap_run(
+        s3, demo, row_filter=slowly, row_filter_key="every row, slowly"
+    )
+    source = object_key(demo[1]) + "/"
+    for earlier, later in zip(plan.slices, plan.slices[1:], strict=False):
+        keys = {source + f for f in later.files}
+        gets = [r for r in seen if r.operation == "GetObject" and r.key in keys]
+        assert Counter(r.key for r in gets) == Counter({k: 1 + planned_gets[k] for k in keys}), (
+            later.key
+        )  # once each (and as planning reads them)
+        assert max(r.at for r in gets) < _uploaded(seen, result, out_key, earlier), later.key
+
+
+def test_one_worker_uploads_a_bucket_while_it_computes_the_next(s3, demo):
+    """With one worker, a bucket's data file is uploaded while the next one is computed: the
+    worker does not wait for a slow PUT (each takes SLOW_PUT) before going on."""
+    with s3.slow("PutObject", SLOW_PUT):
+        plan, result, seen, _, out_key = _overlap_run(s3, demo)
+    for earlier, later in zip(plan.slices, plan.slices[1:], strict=False):
+        gap = _uploaded(seen, result, out_key, later) - _uploaded(seen, result, out_key, earlier)
+        assert gap < SLOW_PUT, later.key

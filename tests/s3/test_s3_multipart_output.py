@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from airflow_provider_acid.output import parquet_files
 from airflow_provider_acid.output.parquet_files import BucketFileWriter
@@ -28,7 +29,7 @@ def noise(first: int, count: int) -> pa.Table:
 
 
 def test_a_large_output_is_a_multipart_upload_visible_only_when_complete(s3, monkeypatch):
-    monkeypatch.setattr(parquet_files, "PART_BYTES", 5 * MIB)  # S3's least part size
+    monkeypatch.setattr(parquet_files, "UPLOAD_PART_BYTES", 5 * MIB)  # S3's least part size
     out = s3.url("multipart").removeprefix("s3://")
     fs = s3.new_filesystem()
     writer = BucketFileWriter(fs, out, "", "0123456789abcdef", 0, SCHEMA, SETTINGS)
@@ -51,3 +52,30 @@ def test_a_large_output_is_a_multipart_upload_visible_only_when_complete(s3, mon
     read = pq.read_table(fs.open(f"{out}/{result.path}", "rb"))
     assert read.equals(pa.concat_tables(written))
     assert result.rows == 80_000 and result.size == fs.info(f"{out}/{result.path}")["size"]
+
+
+def test_a_refused_part_fails_the_file_and_aborts_its_upload(s3):
+    """A part is sent by the file's upload thread: its error is raised by a later write or by
+    the close, and the writer's abort drops the multipart upload."""
+    out = s3.url("refused-part").removeprefix("s3://")
+    fs = s3.new_filesystem()
+    writer = BucketFileWriter(fs, out, "", "0123456789abcdef", 0, SCHEMA, SETTINGS)
+    key = f"{out}/part-0123456789abcdef-00000-0000.parquet".partition("/")[2]
+    with (
+        s3.requests.recording() as seen,
+        s3.fail("UploadPart", key, times=None) as failed,
+        pytest.raises(PermissionError),
+    ):
+        try:
+            for first in range(0, 80_000, 20_000):
+                writer.write(noise(first, 20_000))
+            writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+    assert failed
+    operations = [r.operation for r in seen if r.key.endswith(key)]
+    assert "CompleteMultipartUpload" not in operations
+    assert "AbortMultipartUpload" in operations, operations
+    fs.invalidate_cache()
+    assert not fs.find(out)

@@ -15,6 +15,8 @@ import pytest
 
 from airflow_provider_acid.acid.ranged_reads import (
     PrefetchedFile,
+    fetch_early,
+    forget_early,
     open_data_file,
     open_data_files,
     plan_ranges,
@@ -137,6 +139,57 @@ def test_the_small_files_after_the_one_read_are_fetched_ahead(
             assert pa_orc.ORCFile(handle).read().num_rows == 20_000
             handle.close()
     assert Counter(r.key for r in seen if r.key in keys) == dict.fromkeys(keys, 1)  # once each
+
+
+def test_files_fetched_early_are_opened_without_a_request_of_their_own(s3, orc_bytes):
+    """fetch_early: the small files whole and a larger one's tail, within the byte bound; a
+    later open of the same path at the same size uses them (the larger file's stripes then
+    fetched), one at another size does not; those never opened are closed by forget_early."""
+    small = multi_stripe_orc(rows=20_000)
+    folder = s3.url("early")
+    names = {"base": orc_bytes, "delta": small, "delete": small, "beyond": small}
+    paths = {n: f"{folder}/{n}/bucket_00000".removeprefix("s3://") for n in names}
+    for name, data in names.items():
+        s3.fs.pipe_file("s3://" + paths[name], data)
+    keys = {n: p.partition("/")[2] for n, p in paths.items()}
+    fs = s3.new_filesystem()
+    budget = 2 * len(small) + 1024 * 1024  # the tail of the larger file, two small files
+    with s3.requests.recording() as seen:
+        fetch_early(
+            fs,
+            [(paths[n], len(names[n])) for n in ("delete", "base", "delta", "beyond")],
+            ahead_bytes=budget + 1,
+            small_bytes=MIB,  # the base is a larger file: its tail only
+        )
+        early = set(keys.values()) - {keys["beyond"]}
+        assert _gets_made(s3.requests, sorted(early)) == early
+        assert _gets_made(s3.requests, list(keys.values()), timeout=0.5) == early  # bounded
+        before = len(seen)
+        delete = open_data_file(fs, paths["delete"], len(small))
+        assert len(seen) == before  # served from what was fetched
+        other = open_data_file(fs, paths["delta"], len(small) + 1)  # not the size listed
+        base = open_data_file(fs, paths["base"], len(orc_bytes))
+        assert pa_orc.ORCFile(base).read().equals(pa_orc.ORCFile(io.BytesIO(orc_bytes)).read())
+        assert pa_orc.ORCFile(delete).read().num_rows == 20_000
+        for handle in (delete, other, base):
+            handle.close()
+        forget_early()  # the delta fetched early and never opened at its size
+    gets = Counter(r.key for r in seen if r.operation == "GetObject")
+    assert gets[keys["delete"]] == 1 and gets[keys["delta"]] == 2  # its own open: a GET more
+    assert gets[keys["base"]] > 1  # the tail early, its stripes once opened
+    assert keys["beyond"] not in gets
+
+
+def test_nothing_is_fetched_early_from_a_local_disk(tmp_path):
+    path = tmp_path / "bucket_00000"
+    path.write_bytes(multi_stripe_orc(rows=1_000))
+    from fsspec.implementations.local import LocalFileSystem
+
+    fs = LocalFileSystem()
+    fetch_early(fs, [(str(path), path.stat().st_size)])
+    with open_data_file(fs, str(path), path.stat().st_size) as handle:
+        assert not isinstance(handle, PrefetchedFile)  # the local file itself
+    forget_early()
 
 
 def test_a_compaction_makes_at_most_four_requests_a_data_file(s3, tmp_path):
