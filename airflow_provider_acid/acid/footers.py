@@ -29,7 +29,15 @@ from .protobuf_fields import ProtobufError, message_fields
 from .ranged_reads import ReadOnlyFile
 from .storage import naming
 
-__all__ = ["TAIL_BYTES", "FileTail", "FooterError", "TailFile", "footer_span", "read_tail"]
+__all__ = [
+    "TAIL_BYTES",
+    "FileTail",
+    "FooterError",
+    "SizeMismatchError",
+    "TailFile",
+    "footer_span",
+    "read_tail",
+]
 
 #: What the first ranged read fetches from the end of a file.
 TAIL_BYTES = 64 * 1024
@@ -83,22 +91,42 @@ def footer_span(tail: bytes, size: int) -> int:
     return 1 + ps_length + footer
 
 
-def read_tail(fs: Any, path: str, size: int | None = None) -> FileTail:
+class SizeMismatchError(OSError):
+    """A file does not hold the bytes it should (:func:`read_tail` with ``exact``)."""
+
+
+def read_tail(fs: Any, path: str, size: int | None = None, *, exact: bool = False) -> FileTail:
     """The last bytes of ``path`` its footer needs, in one ranged read or two.
 
-    ``size`` is the file's size as listed (one ``HEAD`` when None). Raises FileNotFoundError
-    for a missing file, :class:`FooterError` for a tail that is no footer."""
+    ``size`` is the file's size as listed (one ``HEAD`` when None). With ``exact``, ``size`` is
+    the size the file must have, checked by the same read: it asks for one byte past ``size``,
+    which a larger file answers and a smaller one cannot (no ``HEAD``). Raises
+    FileNotFoundError for a missing file, :class:`SizeMismatchError` for a file of another size
+    (``exact``), :class:`FooterError` for a tail that is no footer."""
     with naming(path):
-        return _read_tail(fs, path, size)
+        return _read_tail(fs, path, size, exact)
 
 
-def _read_tail(fs: Any, path: str, size: int | None) -> FileTail:
+def _read_tail(fs: Any, path: str, size: int | None, exact: bool = False) -> FileTail:
     if size is None:
         size = int(fs.size(path))
-    if size <= 0:
+    if size <= 0 and not exact:
         return FileTail(path, 0, 0, b"", 0)
     start = max(0, size - TAIL_BYTES)
-    data = bytes(fs.cat_file(path, start=start, end=size))
+    if exact:
+        try:
+            data = bytes(fs.cat_file(path, start=start, end=size + 1))
+        except FileNotFoundError:
+            raise
+        except (OSError, ValueError) as exc:  # nothing at ``start`` (S3: 416): a smaller file
+            raise SizeMismatchError(f"{path} holds fewer than {size} bytes ({exc})") from None
+        if len(data) != size - start:
+            more = "more" if len(data) > size - start else "fewer"
+            raise SizeMismatchError(f"{path} holds {more} than {size} bytes")
+        if size <= 0:
+            return FileTail(path, 0, 0, b"", 1)
+    else:
+        data = bytes(fs.cat_file(path, start=start, end=size))
     reads = 1
     if len(data) != size - start:
         raise FooterError(f"{path}: read {len(data)} bytes of its last {size - start}")

@@ -65,7 +65,7 @@ from typing import Any
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
-from ..acid.footers import TailFile, read_tail
+from ..acid.footers import FooterError, SizeMismatchError, TailFile, read_tail
 from ..acid.listing import find_files, resolve_filesystem
 from ..acid.storage import (
     TEMPORARY_NAME,
@@ -279,26 +279,36 @@ def cached_verdicts(predicate: Callable[[str], bool]) -> Callable[[str], bool]:
 def _verify_file(
     fs: AbstractFileSystem, out_root: str, file: OutputFile, footer: bool
 ) -> str | None:
-    """None if the file is on storage as recorded, else what is wrong."""
+    """None if the file is on storage as recorded, else what is wrong. On an object store its
+    size is checked by the read of its footer (one request, no ``HEAD``; a ``HEAD`` more only
+    to word a size that differs)."""
     path = posixpath.join(out_root, file.path)
-    try:
-        size = int(fs.info(path)["size"])
-    except FileNotFoundError:
-        return f"{file.path} is missing"
-    if size != file.size:
-        return f"{file.path} holds {size} bytes, {file.size} recorded"
-    if footer:
+    handle: Any = None
+    if footer and is_object_store(fs):
         try:
-            if is_object_store(fs):  # its footer's bytes only, at its size: no second HEAD
-                handle = TailFile(read_tail(fs, path, size), fs)
-            else:
-                handle = fs.open(path, "rb")
-            with handle:
-                rows = pq.ParquetFile(handle).metadata.num_rows
-        except Exception as exc:  # noqa: BLE001 - any unreadable footer is a failed check
+            handle = TailFile(read_tail(fs, path, file.size, exact=True), fs)
+        except FileNotFoundError:
+            return f"{file.path} is missing"
+        except SizeMismatchError:
+            pass  # its size, below
+        except FooterError as exc:
             return f"{file.path} has no readable Parquet footer ({exc})"
-        if rows != file.rows:
-            return f"{file.path} holds {rows} rows, {file.rows} recorded"
+    if handle is None:
+        try:
+            size = int(fs.info(path)["size"])
+        except FileNotFoundError:
+            return f"{file.path} is missing"
+        if size != file.size:
+            return f"{file.path} holds {size} bytes, {file.size} recorded"
+    if not footer:
+        return None
+    try:
+        with handle or fs.open(path, "rb") as opened:
+            rows = pq.ParquetFile(opened).metadata.num_rows
+    except Exception as exc:  # noqa: BLE001 - any unreadable footer is a failed check
+        return f"{file.path} has no readable Parquet footer ({exc})"
+    if rows != file.rows:
+        return f"{file.path} holds {rows} rows, {file.rows} recorded"
     return None
 
 

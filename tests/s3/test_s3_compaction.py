@@ -14,7 +14,7 @@ import pytest
 from hive_fixtures import arrange_fixture_table
 from pyarrow.fs import FSSpecHandler, PyFileSystem
 
-from airflow_provider_acid.engine.compaction import compact_table
+from airflow_provider_acid.engine.compaction import compact_slice, compact_table
 from airflow_provider_acid.engine.manifest_compaction import (
     compact_manifest,
     compact_planned_slice,
@@ -23,6 +23,7 @@ from airflow_provider_acid.engine.manifest_compaction import (
 from airflow_provider_acid.engine.options import CompactionOptions
 from airflow_provider_acid.engine.plan import plan_snapshot
 from airflow_provider_acid.output import commit_snapshot, latest_snapshot
+from airflow_provider_acid.output.records import CommitError
 from airflow_provider_acid.pruning.manifest import compute_manifest
 from airflow_provider_acid.pruning.manifest_files import write_manifest
 from airflow_provider_acid.testing import generate_demo_table
@@ -283,7 +284,7 @@ def test_a_compaction_lists_the_table_once(s3, demo):
 def test_the_snapshot_s_documents_and_footers_cost_one_request_each(s3, demo):
     """The plan, the manifest (missing, then written) and the commit lock are read whole in
     one GET each (no HEAD for their size, no listing when one is missing), and the commit
-    checks each output file with one HEAD (its size) and GETs of its footer (no second HEAD)."""
+    checks each output file with one GET of its footer, which checks its size too (no HEAD)."""
     _, url = demo
     out = s3.url("documents")
 
@@ -304,8 +305,43 @@ def test_the_snapshot_s_documents_and_footers_cost_one_request_each(s3, demo):
     for file in result.files:
         key = f"{out_key}/{file.path}"
         on_file = Counter(r.operation for r in seen if r.key == key)
-        assert on_file["PutObject"] == 1 and on_file["HeadObject"] == 1, (key, on_file)
-        assert on_file["GetObject"] >= 1, (key, on_file)  # its footer
+        assert on_file["PutObject"] == 1 and on_file["HeadObject"] == 0, (key, on_file)
+        assert on_file["GetObject"] == 1, (key, on_file)  # its footer, and its size
+
+
+def test_the_commit_refuses_objects_missing_or_of_another_size(s3, demo):
+    """The footer's read checks an object's size: one larger, one smaller (even than the
+    footer's read), one missing and one of the right size without a footer are each named,
+    and nothing is committed."""
+    _, url = demo
+    out = s3.url("verified")
+    storage = s3.storage_options
+    plan = plan_snapshot(url, out, storage_options=storage)
+    results = [
+        compact_slice(url, key, out, plan.snapshot_id, storage_options=storage)
+        for key in plan.slice_keys
+    ]
+    larger, smaller, missing, garbled = (f"{key_of(out)}/{r.files[0].path}" for r in results[:4])
+    s3.fs.pipe_file(larger, s3.fs.cat_file(larger) + b"more")
+    s3.fs.pipe_file(smaller, b"PAR1")
+    s3.fs.rm_file(missing)
+    s3.fs.pipe_file(garbled, b"x" * results[3].files[0].size)  # its size, but no footer
+    sizes = [r.files[0].size for r in results[:3]]
+
+    with s3.requests.recording() as seen, pytest.raises(CommitError) as refused:
+        commit_snapshot(out, plan.snapshot_id, results, storage_options=storage)
+
+    message = str(refused.value)
+    assert "4 file(s) do not verify" in message, message
+    assert f"{results[3].files[0].path} has no readable Parquet footer" in message
+    assert f"{results[0].files[0].path} holds {sizes[0] + 4} bytes, {sizes[0]} recorded" in message
+    assert f"{results[1].files[0].path} holds 4 bytes, {sizes[1]} recorded" in message
+    assert f"{results[2].files[0].path} is missing" in message
+    assert not [r for r in seen if r.key.endswith("manifest.json") and r.operation == "PutObject"]
+    assert latest_snapshot(out, storage_options=storage) is None
+    # a file that verifies costs one GET; one that does not, a HEAD more to say its size
+    heads = Counter(r.key for r in seen if r.operation == "HeadObject")
+    assert set(heads) <= {object_key("s3://" + p) for p in (larger, smaller, missing)}, heads
 
 
 # -- 3b. a data file big enough for a multipart upload -------------------------------------------
