@@ -12,9 +12,9 @@ Semantics (used by :func:`evaluate_rows`, and which pruning must never contradic
 * SQL three-valued logic; a row matches only where the predicate is TRUE (NULL never
   matches).
 * Floating point comparisons follow IEEE 754: NaN is neither smaller, greater nor equal
-  to anything, and ``NaN != 5`` is true. A NaN *literal* is the exception:
-  ``x = NaN`` means ``isnan(x)`` and ``x != NaN`` means ``NOT isnan(x)`` (as in Iceberg);
-  ordering comparisons with a NaN literal are rejected.
+  to anything, and ``NaN != 5`` is true; ``-0.0 = 0.0``, in ``IN`` lists too. A NaN
+  *literal* is the exception: ``x = NaN`` means ``isnan(x)`` and ``x != NaN`` means
+  ``NOT isnan(x)`` (as in Iceberg); ordering comparisons with a NaN literal are rejected.
 * A NULL literal is rejected (``x = NULL`` is never true; write ``x IS NULL``).
 """
 

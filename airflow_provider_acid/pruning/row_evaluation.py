@@ -95,7 +95,16 @@ def _compare(arr: Any, expr: ex.Compare) -> Any:
 def _is_in(arr: Any, expr: ex.In | ex.NotIn) -> Any:
     t = expr.ref.type
     values = pa.array([_scalar(v, t).as_py() for v in expr.values], _scalar(expr.values[0], t).type)
+    if pa.types.is_floating(values.type):
+        # IEEE equality, as ``=`` tests it: -0.0 IN (0.0). is_in matches a float's bits (a
+        # file whose statistics say min = max = -0.0 may hold 0.0 too: its writer saw them as
+        # equal), so both sides get one zero: x + 0.0 is 0.0 for either zero, x otherwise
+        arr, values = _one_zero(arr), _one_zero(values)
     return pc.is_in(arr, value_set=values)
+
+
+def _one_zero(arr: Any) -> Any:
+    return pc.add(arr, pa.scalar(0.0, arr.type))
 
 
 # What each leaf kind tests on its column; a kind that negates another (NOT isnan, NOT LIKE,
