@@ -363,9 +363,9 @@ def _in_turn(
                 if index + 1 < len(keys):
                     fetch_early(fs, files.get(keys[index + 1], []))
                 results.append(run(key))
-                forget_early(files.get(key, []))  # what it did not read (a reused slice's)
-    finally:
-        forget_early()
+                forget_early(files.get(key, []))  # what it did not read
+    finally:  # (its own: another compaction in this process may be fetching early too)
+        forget_early([f for slice_files in files.values() for f in slice_files])
     return results
 
 
