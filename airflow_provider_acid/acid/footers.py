@@ -114,17 +114,7 @@ def _read_tail(fs: Any, path: str, size: int | None, exact: bool = False) -> Fil
         return FileTail(path, 0, 0, b"", 0)
     start = max(0, size - TAIL_BYTES)
     if exact:
-        try:
-            data = bytes(fs.cat_file(path, start=start, end=size + 1))
-        except FileNotFoundError:
-            raise
-        except (OSError, ValueError) as exc:  # nothing at ``start`` (S3: 416): a smaller file
-            raise SizeMismatchError(f"{path} holds fewer than {size} bytes ({exc})") from None
-        if len(data) != size - start:
-            more = "more" if len(data) > size - start else "fewer"
-            raise SizeMismatchError(f"{path} holds {more} than {size} bytes")
-        if size <= 0:
-            return FileTail(path, 0, 0, b"", 1)
+        data = _read_to_size(fs, path, start, size)
     else:
         data = bytes(fs.cat_file(path, start=start, end=size))
     reads = 1
@@ -142,6 +132,21 @@ def _read_tail(fs: Any, path: str, size: int | None, exact: bool = False) -> Fil
         start = head
         reads += 1
     return FileTail(path, size, start, data, reads)
+
+
+def _read_to_size(fs: Any, path: str, start: int, size: int) -> bytes:
+    """The bytes from ``start`` to ``size`` of a file that must hold ``size`` bytes: one byte
+    more is asked for, which only a larger file answers."""
+    try:
+        data = bytes(fs.cat_file(path, start=start, end=size + 1))
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as exc:  # nothing at ``start`` (S3: 416): a smaller file
+        raise SizeMismatchError(f"{path} holds fewer than {size} bytes ({exc})") from None
+    if len(data) != size - start:
+        more = "more" if len(data) > size - start else "fewer"
+        raise SizeMismatchError(f"{path} holds {more} than {size} bytes")
+    return data
 
 
 class TailFile(ReadOnlyFile):

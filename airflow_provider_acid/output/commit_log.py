@@ -214,7 +214,8 @@ def commit_listing(
     :param snapshot_id: the snapshot being committed (its own folder is always looked into).
     :param read: reads one snapshot's manifest by its id (None: it has none).
     """
-    if is_object_store(fs):  # one flat listing: every key, the log's and the manifests' too
+    flat = is_object_store(fs)
+    if flat:  # one flat listing: every key, the log's and the manifests' too
         found = find_files(fs, out_root)
         listed = entries_in(found, out_root)
     else:
@@ -230,7 +231,7 @@ def commit_listing(
     with_manifest = manifest_ids(found, out_root)
     entries = log_missing(fs, out_root, listed, with_manifest, read)
     latest = newest(entries, read)
-    if is_object_store(fs):
+    if flat:
         return found, entries, with_manifest, latest
     committed = {e.snapshot_id for e in entries}
     for entry in reversed(entries):  # those above the newest committed one: killed commits'

@@ -201,15 +201,16 @@ class BucketFileWriter:
         else:
             # HDFS: under a hidden temporary name, renamed over the name once closed
             self._temporary = temporary_path(absolute) if renames_whole(self.fs) else None
-            if not is_object_store(self.fs):
+            uploaded = is_object_store(self.fs)
+            if not uploaded:
                 self.fs.makedirs(posixpath.dirname(absolute), exist_ok=True)
             # buffered in parts (or the filesystem's smaller block size): a larger file is a
             # multipart upload, its parts sent as it is written, completed (visible) only when
             # it is closed
-            most = UPLOAD_PART_BYTES if is_object_store(self.fs) else PART_BYTES
+            most = UPLOAD_PART_BYTES if uploaded else PART_BYTES
             part = min(most, getattr(self.fs, "default_block_size", None) or most)
             self._handle = self.fs.open(self._temporary or absolute, "wb", block_size=part)
-            if is_object_store(self.fs):  # its parts sent while the next rows are encoded
+            if uploaded:  # its parts sent while the next rows are encoded
                 self._handle = BackgroundUpload(self._handle)
         compression = self.settings["compression"]
         self._writer = pq.ParquetWriter(
