@@ -13,7 +13,8 @@ ahead of them:
   statistics the reader asks for first), from which pyorc gives the stripes' offsets and
   lengths; then the bytes before that tail, cut at stripe boundaries into ranges of at most
   ``chunk_bytes`` (consecutive stripes coalesced into a few large GETs, each byte fetched
-  once);
+  once), the first of them at most ``first_bytes`` and each next one at most twice the one
+  before, so that decoding starts once the first stripes are in;
 * the GETs run concurrently on a small shared thread pool, at most ``depth`` ranges ahead of
   the one being read (the bounded prefetch queue: the memory a reader holds is at most
   ``depth + 1`` ranges and the tail, whatever the file's size); a range is dropped once the
@@ -48,6 +49,7 @@ __all__ = [
     "AHEAD_FILES",
     "CHUNK_BYTES",
     "DEPTH",
+    "FIRST_BYTES",
     "SMALL_BYTES",
     "PrefetchedFile",
     "ReadOnlyFile",
@@ -61,6 +63,8 @@ __all__ = [
 SMALL_BYTES = 8 * 1024 * 1024
 #: The size of the consecutive ranges a larger object's stripes are fetched in.
 CHUNK_BYTES = 16 * 1024 * 1024
+#: The first of those ranges is at most this large, each next one at most twice the one before.
+FIRST_BYTES = 2 * 1024 * 1024
 #: Ranges fetched (or being fetched) ahead of the one being read, per open file.
 DEPTH = 2
 #: The last bytes of a larger object fetched first (the reader's footer reads).
@@ -85,18 +89,31 @@ def _fetcher() -> ThreadPoolExecutor:
 
 
 def plan_ranges(
-    size: int, stripes: list[tuple[int, int]], tail_start: int, chunk_bytes: int = CHUNK_BYTES
+    size: int,
+    stripes: list[tuple[int, int]],
+    tail_start: int,
+    chunk_bytes: int = CHUNK_BYTES,
+    first_bytes: int | None = None,
 ) -> list[tuple[int, int]]:
     """The ``(start, end)`` ranges that cover an object of ``size`` bytes, in offset order,
     the last one ``[tail_start, size)`` (fetched first): the bytes before it cut at stripe
     boundaries (``stripes``: ``(offset, length)``) into ranges of at most ``chunk_bytes``
-    (consecutive stripes coalesced, a larger stripe split).
+    (consecutive stripes coalesced, a larger stripe split). With ``first_bytes``, the first
+    range is at most that large and each next one at most twice the one before (up to
+    ``chunk_bytes``): the reader's first stripes arrive soon, the rest in few requests.
 
     :param size: the object's size in bytes.
     :param stripes: ``(offset, length)`` of each stripe, from the footer.
     :param tail_start: where the tail range (fetched first) starts.
     :param chunk_bytes: the largest range before the tail.
+    :param first_bytes: the largest first range (None: ``chunk_bytes``).
     """
+
+    def most(index: int) -> int:  # the largest range ``index`` may be
+        if first_bytes is None or index >= 32:
+            return chunk_bytes
+        return max(1, min(chunk_bytes, first_bytes << index))
+
     cuts = {0, tail_start}
     for offset, length in stripes:
         cuts.update(b for b in (offset, offset + length) if 0 < b < tail_start)
@@ -104,12 +121,12 @@ def plan_ranges(
     ranges: list[tuple[int, int]] = []
     start = 0
     for end in bounds[1:]:
-        while end - start > chunk_bytes:  # a stripe larger than a range: split
-            ranges.append((start, start + chunk_bytes))
-            start += chunk_bytes
-        if ranges and ranges[-1][1] == start and end - ranges[-1][0] <= chunk_bytes:
+        if ranges and end - ranges[-1][0] <= most(len(ranges) - 1):
             ranges[-1] = (ranges[-1][0], end)  # coalesced with the stripes before
         else:
+            while end - start > most(len(ranges)):  # a stripe larger than a range: split
+                ranges.append((start, start + most(len(ranges))))
+                start = ranges[-1][1]
             ranges.append((start, end))
         start = end
     return [*ranges, (tail_start, size)]
@@ -211,6 +228,8 @@ class PrefetchedFile(ReadOnlyFile):
     :param tail_bytes: the last bytes fetched first (the footer).
     :param body_ahead: also start fetching the first ranges before the tail at once (False:
         at the first read of them, or :meth:`fetch_body`).
+    :param first_bytes: the largest first range before the tail (each next one at most twice
+        the one before; None: all ``chunk_bytes``).
     """
 
     def __init__(
@@ -224,6 +243,7 @@ class PrefetchedFile(ReadOnlyFile):
         depth: int = DEPTH,
         tail_bytes: int = TAIL_BYTES,
         body_ahead: bool = True,
+        first_bytes: int | None = FIRST_BYTES,
     ) -> None:
         super().__init__(path, size)
         if depth < 1:
@@ -253,19 +273,26 @@ class PrefetchedFile(ReadOnlyFile):
         if stripes is None:  # read in order in ranges of chunk_bytes
             stripes = [(s, chunk_bytes) for s in range(0, tail_start, chunk_bytes)]
         tail = self._held.pop(0)
-        self._ranges = plan_ranges(size, stripes, tail_start, chunk_bytes)
+        self._ranges = plan_ranges(size, stripes, tail_start, chunk_bytes, first_bytes)
         self._stripe_starts = sorted({0, *(offset for offset, _ in stripes)})
         self._tail = len(self._ranges) - 1
         self._held[self._tail] = tail
         if body_ahead:
             self._top_up(0)
 
-    def fetch_body(self) -> None:
+    def fetch_body(self, ranges: int | None = None) -> None:
         """Start fetching the first ranges before the tail, if not yet (a file made with
-        ``body_ahead=False`` fetches them at its first read of them otherwise)."""
+        ``body_ahead=False`` fetches them at its first read of them otherwise).
+
+        :param ranges: how many (None: as many as the prefetch queue holds).
+        """
         with self._lock:
-            if self._tail:
-                self._top_up(0)
+            if ranges is None:
+                if self._tail:
+                    self._top_up(0)
+                return
+            for index in range(min(ranges, self._tail)):
+                self._submit(index)
 
     # -- fetching -----------------------------------------------------------------------
 
@@ -380,8 +407,9 @@ def fetch_early(
 ) -> None:
     """Start fetching ``files`` (the next bucket's, while a worker computes the current one)
     for :func:`open_data_file` to use when it opens the same path at the same size: the small
-    files whole, the larger ones' tails (their footers; their stripes are fetched when they are
-    opened), at most ``ahead_bytes`` in all. What is fetched early and never opened stays until
+    files whole, the larger ones' tails (their footers) and first ranges (at most
+    ``FIRST_BYTES``: their first stripes; the others are fetched when they are opened), at
+    most ``ahead_bytes`` in all. What is fetched early and never opened stays until
     :func:`forget_early`. Nothing on a local disk.
 
     :param fs: the filesystem holding the files.
@@ -395,16 +423,20 @@ def fetch_early(
     for path, size in files:
         if size is None or size <= 0:
             continue
-        cost = size if size <= small_bytes else min(TAIL_BYTES, size)
+        cost = size if size <= small_bytes else min(TAIL_BYTES, size) + FIRST_BYTES
         if held + cost > ahead_bytes:
             break
         held += cost
-        opened = _early_opener().submit(
-            PrefetchedFile, fs, path, size, small_bytes=small_bytes, body_ahead=False
-        )
+        opened = _early_opener().submit(_open_early, fs, path, size, small_bytes)
         started[(path, size)] = (fs, opened)
     with _early_lock:
         _early.update(started)
+
+
+def _open_early(fs: AbstractFileSystem, path: str, size: int, small_bytes: int) -> PrefetchedFile:
+    handle = PrefetchedFile(fs, path, size, small_bytes=small_bytes, body_ahead=False)
+    handle.fetch_body(ranges=1)
+    return handle
 
 
 def forget_early(files: Sequence[tuple[str, int | None]] | None = None) -> None:

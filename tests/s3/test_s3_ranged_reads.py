@@ -14,6 +14,8 @@ import pyarrow.orc as pa_orc
 import pytest
 
 from airflow_provider_acid.acid.ranged_reads import (
+    FIRST_BYTES,
+    TAIL_BYTES,
     PrefetchedFile,
     fetch_early,
     forget_early,
@@ -61,6 +63,21 @@ def test_ranges_cut_at_stripes_and_cover_the_file_once():
     assert all(end - start <= 210 for start, end in ranges[:-1])
     # cuts fall on stripe boundaries unless a stripe is larger than a range
     assert {end for _, end in ranges[:-1]} <= {103, 203, 413, 453, 493, 500}
+
+
+def test_the_first_ranges_grow_from_first_bytes_to_chunk_bytes():
+    stripes = [(3 + 100 * i, 100) for i in range(40)] + [(4003, 900)]
+    ranges = plan_ranges(5000, stripes, tail_start=4903, chunk_bytes=800, first_bytes=203)
+    sizes = [end - start for start, end in ranges[:-1]]
+    # at most 203 (the header and 2 stripes), 406 (4 stripes), then at most 800 each (the
+    # last stripe, larger than a range, split)
+    assert sizes[:3] == [203, 400, 800] and max(sizes) == 800, sizes
+    assert ranges[0][0] == 0 and ranges[-1] == (4903, 5000)
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
+    assert {end for _, end in ranges[:-1]} <= {s + n for s, n in stripes} | {4803, 4903}
+    assert plan_ranges(5000, stripes, 4903, 800, first_bytes=None) == plan_ranges(
+        5000, stripes, 4903, 800
+    )
 
 
 def test_a_large_file_is_read_in_few_gets_each_byte_once(s3, orc_bytes):
@@ -142,9 +159,10 @@ def test_the_small_files_after_the_one_read_are_fetched_ahead(
 
 
 def test_files_fetched_early_are_opened_without_a_request_of_their_own(s3, orc_bytes):
-    """fetch_early: the small files whole and a larger one's tail, within the byte bound; a
-    later open of the same path at the same size uses them (the larger file's stripes then
-    fetched), one at another size does not; those never opened are closed by forget_early."""
+    """fetch_early: the small files whole and a larger one's tail and first range, within the
+    byte bound; a later open of the same path at the same size uses them (the larger file's
+    other stripes then fetched), one at another size does not; those never opened are closed
+    by forget_early."""
     small = multi_stripe_orc(rows=20_000)
     folder = s3.url("early")
     names = {"base": orc_bytes, "delta": small, "delete": small, "beyond": small}
@@ -153,7 +171,7 @@ def test_files_fetched_early_are_opened_without_a_request_of_their_own(s3, orc_b
         s3.fs.pipe_file("s3://" + paths[name], data)
     keys = {n: p.partition("/")[2] for n, p in paths.items()}
     fs = s3.new_filesystem()
-    budget = 2 * len(small) + 1024 * 1024  # the tail of the larger file, two small files
+    budget = 2 * len(small) + TAIL_BYTES + FIRST_BYTES  # two small files, the larger's start
     with s3.requests.recording() as seen:
         fetch_early(
             fs,
@@ -164,9 +182,20 @@ def test_files_fetched_early_are_opened_without_a_request_of_their_own(s3, orc_b
         early = set(keys.values()) - {keys["beyond"]}
         assert _gets_made(s3.requests, sorted(early)) == early
         assert _gets_made(s3.requests, list(keys.values()), timeout=0.5) == early  # bounded
-        before = len(seen)
+
+        def base_gets() -> int:
+            return sum(r.operation == "GetObject" for r in _gets(s3.requests.all(), keys["base"]))
+
+        deadline = time.monotonic() + 20
+        while base_gets() < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.3)  # (nothing more comes)
+        assert base_gets() == 2  # its tail, its first range
+        # (the first range: the first stripes, at most FIRST_BYTES)
+        assert TAIL_BYTES < s3.sent_bytes()[keys["base"]] <= TAIL_BYTES + FIRST_BYTES
+        before = len(s3.requests.all())
         delete = open_data_file(fs, paths["delete"], len(small))
-        assert len(seen) == before  # served from what was fetched
+        assert len(s3.requests.all()) == before  # served from what was fetched
         other = open_data_file(fs, paths["delta"], len(small) + 1)  # not the size listed
         base = open_data_file(fs, paths["base"], len(orc_bytes))
         assert pa_orc.ORCFile(base).read().equals(pa_orc.ORCFile(io.BytesIO(orc_bytes)).read())
