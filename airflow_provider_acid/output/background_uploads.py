@@ -29,8 +29,9 @@ from typing import Any
 
 __all__ = ["MAX_WAITING", "BackgroundUpload", "uploads_in_background"]
 
-#: Bytes handed to a file's upload thread and not yet written to it, at most (per file).
-MAX_WAITING = 4 * 1024 * 1024
+#: Bytes handed to a file's upload thread and not yet written to it, at most (per file): more
+#: than a row group's burst (about 4 MB) while the upload's first round trips are under way.
+MAX_WAITING = 8 * 1024 * 1024
 
 _pending: ContextVar[list[Future[None]] | None] = ContextVar("acid_uploads", default=None)
 
