@@ -341,6 +341,14 @@ def _planned_source(plan: SnapshotPlan, planned: PlannedSlice, table_uri: str) -
     )
 
 
+def _slice_files(snapshot: TableReadView) -> dict[str, list[tuple[str, int | None]]]:
+    """(path, size) of each slice's files, by slice key, in the order its reader opens them."""
+    return {
+        s.key: [(f.path, f.file.size) for f in s.delete_delta_files + s.data_files]
+        for s in snapshot.slices
+    }
+
+
 def _in_turn(
     run: Callable[[str], BucketResult],
     keys: Sequence[str],
@@ -349,17 +357,17 @@ def _in_turn(
 ) -> list[BucketResult]:
     """``run`` of each slice in turn, by one worker. Away from a local disk its waits overlap
     its work: the next slice's small files and footers are fetched while it computes one
-    (:func:`.ranged_reads.fetch_early`), and each data file's upload completes while it goes on
-    to the next (:func:`.background_uploads.uploads_in_background`); every upload is complete
-    when this returns."""
-    files = {
-        s.key: [(f.path, f.file.size) for f in s.delete_delta_files + s.data_files]
-        for s in snapshot.slices
-    }
+    (:func:`.ranged_reads.fetch_early`; the first slice's all at once as it starts), and each
+    data file's upload completes while it goes on to the next
+    (:func:`.background_uploads.uploads_in_background`); every upload is complete when this
+    returns."""
+    files = _slice_files(snapshot)
     results = []
     try:
         with uploads_in_background():
             for index, key in enumerate(keys):
+                if index == 0:  # its files at once, not each as its reader comes to it
+                    fetch_early(fs, files.get(key, []))
                 if index + 1 < len(keys):
                     fetch_early(fs, files.get(keys[index + 1], []))
                 results.append(run(key))
