@@ -523,21 +523,37 @@ def _commit_locked(
     bucket_results: Iterable[BucketResult | Mapping[str, Any]],
     plan: SnapshotPlan | None,
 ) -> SnapshotResult:
-    existing = read_manifest(fs, root, snapshot_id)
-    if existing is not None:
-        _finish_commit(fs, root, existing)
-        return existing
-    if plan is None:
-        plan = read_plan(fs, root, snapshot_id)
-    elif plan.snapshot_id != snapshot_id:
-        raise CommitError(f"plan is for snapshot {plan.snapshot_id}, not {snapshot_id}")
-    results = _gather_results(plan, bucket_results)
-    _verify_all(fs, root, results)
-
     def read(sid: str) -> SnapshotResult | None:
         return read_manifest(fs, root, sid)
 
-    found, entries, committed, latest = commit_listing(fs, root, snapshot_id, read)
+    def checked() -> tuple[SnapshotPlan, list[BucketResult]]:
+        known = read_plan(fs, root, snapshot_id) if plan is None else plan
+        if known.snapshot_id != snapshot_id:
+            raise CommitError(f"plan is for snapshot {known.snapshot_id}, not {snapshot_id}")
+        results = _gather_results(known, bucket_results)
+        _verify_all(fs, root, results)
+        return known, results
+
+    if is_object_store(fs):  # the three look-ups at once: one round trip, not three in turn
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            looked_up = pool.submit(read_manifest, fs, root, snapshot_id)
+            listed = pool.submit(commit_listing, fs, root, snapshot_id, read)
+            try:
+                plan, results = checked()
+            except Exception:
+                if looked_up.result() is None:  # (committed before: returned below)
+                    raise
+            existing = looked_up.result()
+            listing = listed.result() if existing is None else None
+    else:  # a local disk or HDFS: only what a commit not made yet needs, in turn
+        existing = read_manifest(fs, root, snapshot_id)
+        if existing is None:
+            plan, results = checked()
+            listing = commit_listing(fs, root, snapshot_id, read)
+    if existing is not None:
+        _finish_commit(fs, root, existing)
+        return existing
+    found, entries, committed, latest = listing
     _remove_leftovers(fs, root, plan, results, committed, found)
     manifest_path = posixpath.join(snapshot_dir(root, snapshot_id), MANIFEST_FILE)
     entry = LogEntry(next_sequence(entries), snapshot_id)

@@ -344,6 +344,37 @@ def test_the_commit_refuses_objects_missing_or_of_another_size(s3, demo):
     assert set(heads) <= {object_key("s3://" + p) for p in (larger, smaller, missing)}, heads
 
 
+SLOW_GET = 0.5  # seconds the server takes to answer each GET in the test below
+
+
+def test_the_commit_looks_up_the_manifest_the_listing_and_the_footers_at_once(s3, demo):
+    """The commit's look-ups are one round trip, not three in turn: with every GET slowed, the
+    check that the snapshot is not committed yet, the listing of the output and the footer
+    read of each file all start before the first of them is answered (given the plan, as
+    compact_table gives it; without, the plan is read first)."""
+    _, url = demo
+    out = s3.url("looked-up")
+    storage = s3.storage_options
+    plan = plan_snapshot(url, out, storage_options=storage)
+    results = [
+        compact_slice(url, key, out, plan.snapshot_id, storage_options=storage)
+        for key in plan.slice_keys
+    ]
+    footers = {f"{key_of(out)}/{f.path}".partition("/")[2] for r in results for f in r.files}
+    with s3.slow("GetObject", SLOW_GET), s3.requests.recording() as seen:
+        commit_snapshot(out, plan.snapshot_id, results, plan=plan, storage_options=storage)
+    gets = [r for r in seen if r.operation == "GetObject"]
+    manifest = [r for r in gets if r.key.endswith(f"{plan.snapshot_id}/manifest.json")]
+    listing = [r for r in seen if r.operation == "ListObjectsV2"]
+    looked_up = manifest[:1] + listing[:1] + [r for r in gets if r.key in footers]
+    assert len(looked_up) == 2 + len(footers), [(r.operation, r.key) for r in seen]
+    first = min(r.at for r in looked_up)
+    assert max(r.at for r in looked_up) < first + SLOW_GET / 2, sorted(
+        (round(r.at - first, 2), r.operation, r.key) for r in looked_up
+    )
+    assert latest_snapshot(out, storage_options=storage).snapshot_id == plan.snapshot_id
+
+
 # -- 3b. a data file big enough for a multipart upload -------------------------------------------
 
 MULTIPART_BLOCK = 5 * 2**20  # S3's smallest part: s3fs switches to multipart past one block
