@@ -7,9 +7,10 @@ a smaller file is one ``PUT`` at close. Written from the worker's thread, each p
 final ``PUT`` held the worker until the store answered: about 0.1 s for a 14 MB bucket file
 with 20 ms of latency, with nothing computed meanwhile.
 
-:class:`BackgroundUpload` wraps such a file: ``write`` hands the bytes to the file's own upload
-thread and returns (waiting only while more than ``max_waiting`` bytes are not yet handed on,
-which bounds the memory), so parts are sent while the worker encodes the next row groups.
+:class:`BackgroundUpload` wraps such a file: ``write`` gathers the bytes and hands them to the
+file's own upload thread a MiB at a time, and returns (waiting only while more than
+``max_waiting`` bytes are not yet handed on, which bounds the memory), so parts are sent while
+the worker encodes the next row groups.
 ``close`` hands over the completion and waits for it; inside :func:`uploads_in_background` (a
 worker computing several buckets in turn) it does not wait: the file's result (path, rows,
 size) is known before its upload completes, and leaving the block waits for every upload,
@@ -27,11 +28,14 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["MAX_WAITING", "BackgroundUpload", "uploads_in_background"]
+__all__ = ["HAND_BYTES", "MAX_WAITING", "BackgroundUpload", "uploads_in_background"]
 
 #: Bytes handed to a file's upload thread and not yet written to it, at most (per file): more
 #: than a row group's burst (about 4 MB) while the upload's first round trips are under way.
 MAX_WAITING = 8 * 1024 * 1024
+
+#: Bytes gathered from the writer's (many small) writes before they are handed on at once.
+HAND_BYTES = 1024 * 1024
 
 _pending: ContextVar[list[Future[None]] | None] = ContextVar("acid_uploads", default=None)
 
@@ -42,11 +46,18 @@ class BackgroundUpload:
 
     :param inner: the file opened for writing.
     :param max_waiting: bytes handed over and not yet written, at most.
+    :param hand_bytes: bytes gathered before they are handed over (the Parquet writer writes
+        a page at a time: a hand-over each would wake the upload thread hundreds of times a
+        file, each time taking Python's lock from the worker).
     """
 
-    def __init__(self, inner: Any, max_waiting: int = MAX_WAITING) -> None:
+    def __init__(
+        self, inner: Any, max_waiting: int = MAX_WAITING, hand_bytes: int = HAND_BYTES
+    ) -> None:
         self._inner = inner
         self._max_waiting = max_waiting
+        self._hand_bytes = hand_bytes
+        self._gathered = bytearray()
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="acid-upload")
         self._waiting = 0
         self._changed = threading.Condition()
@@ -74,16 +85,25 @@ class BackgroundUpload:
         if self.closed:
             raise ValueError(f"{self.name}: write to a closed file")
         self._raise_error()
-        chunk = bytes(data)
+        size = len(self._gathered)
+        self._gathered += data
+        size = len(self._gathered) - size
+        self._position += size
+        if len(self._gathered) >= self._hand_bytes:
+            self._hand_over()
+        return size
+
+    def _hand_over(self) -> None:
+        chunk, self._gathered = self._gathered, bytearray()
+        if not chunk:
+            return
         with self._changed:
             while self._waiting and self._waiting + len(chunk) > self._max_waiting:
                 self._changed.wait()
             self._waiting += len(chunk)
         self._thread.submit(self._write, chunk)
-        self._position += len(chunk)
-        return len(chunk)
 
-    def _write(self, chunk: bytes) -> None:
+    def _write(self, chunk: bytearray) -> None:
         try:
             if self._error is None:
                 self._inner.write(chunk)  # sends a part once the inner buffer holds one
@@ -118,6 +138,7 @@ class BackgroundUpload:
         (on the same thread); an error of the upload is raised."""
         if self.closed:
             return
+        self._hand_over()
         self.closed = True
         completed = self._thread.submit(self._complete)
         self._thread.shutdown(wait=False)  # its thread ends once the upload completes
@@ -130,6 +151,7 @@ class BackgroundUpload:
     def discard(self) -> None:
         """Drop the upload (after another error): nothing of it is completed on storage."""
         self.closed = True
+        self._gathered = bytearray()
         self._thread.shutdown(wait=True)  # what was handed over is written first
         self._drop()
 
