@@ -542,6 +542,21 @@ def test_one_worker_fetches_the_next_bucket_while_it_computes_one(s3, demo):
         assert max(r.at for r in gets) < _uploaded(seen, result, out_key, earlier), later.key
 
 
+def test_one_worker_fetches_its_first_bucket_at_once(s3, demo):
+    """With one worker, the first bucket's files (7 here) are all requested as it starts, not
+    each as its reader comes to it (which asked for 5 at once, the others as the first ones
+    were read): with every GET slowed, their reads start before the first is answered."""
+    with s3.slow("GetObject", SLOW_SLICE):
+        plan, _, seen, _, _ = _overlap_run(s3, demo)
+    source = object_key(demo[1]) + "/"
+    keys = {source + f for f in plan.slices[0].files}
+    read = {k: max(r.at for r in seen if r.key == k and r.operation == "GetObject") for k in keys}
+    first = min(read.values())
+    assert len(keys) == 7 and max(read.values()) < first + SLOW_SLICE / 2, sorted(
+        (round(at - first, 2), key) for key, at in read.items()
+    )
+
+
 def test_one_worker_uploads_a_bucket_while_it_computes_the_next(s3, demo):
     """With one worker, a bucket's data file is uploaded while the next one is computed: the
     worker does not wait for a slow PUT (each takes SLOW_PUT) before going on."""
