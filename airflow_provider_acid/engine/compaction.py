@@ -49,7 +49,7 @@ from .memory_budget import delete_key_budget, within_budget
 from .options import CompactionOptions, ProgressCallback, RowFilter
 from .plan import (
     name_files,
-    plan_for,
+    plan_or_committed,
     relative_path,
     resolve_for_plan,
     slice_fingerprint,
@@ -418,7 +418,7 @@ def compact_table(
     snapshot, fs, types = resolve_for_plan(
         table_uri, write_ids, txns, insert_only, filesystem, storage_options, partitions
     )
-    plan = plan_for(
+    found = plan_or_committed(
         snapshot,
         out_uri,
         fs=fs,
@@ -432,9 +432,9 @@ def compact_table(
         ignore_unrecognised=ignore_unrecognised,
     )
     out_fs, out_root = resolve_filesystem(out_uri, out_filesystem, storage_options)
-    committed = complete_commit(out_fs, out_root, plan.snapshot_id)  # finishes a killed commit
-    if committed is not None:
-        return committed
+    if isinstance(found, SnapshotResult):  # committed already: finish a killed commit's markers
+        return complete_commit(out_fs, out_root, found.snapshot_id, committed=found) or found
+    plan = found
 
     keys = plan.keys_to_compute
     reported = threading.Lock()
@@ -442,7 +442,7 @@ def compact_table(
 
     def run(key: str) -> BucketResult:
         nonlocal done
-        result = _compact_uncommitted(  # (complete_commit above: not committed)
+        result = _compact_uncommitted(  # (plan_or_committed above: not committed)
             snapshot,
             key,
             out_root,

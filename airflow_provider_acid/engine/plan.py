@@ -36,7 +36,7 @@ from ..output.protocol import (
     read_plan,
     write_plan,
 )
-from ..output.records import PlannedSlice, SnapshotPlan
+from ..output.records import PlannedSlice, SnapshotPlan, SnapshotResult
 from ..output.reuse import reuse_candidates
 from .options import CompactionOptions
 
@@ -195,7 +195,28 @@ def _snapshot_id(
     return _digest(described)[:16]
 
 
-def plan_for(
+def plan_for(snapshot: TableReadView, out_uri: str, **keywords: Any) -> SnapshotPlan:
+    """Plan a snapshot of an already resolved table snapshot (see :func:`plan_snapshot`); the
+    stored plan when the snapshot is committed already.
+
+    Files of the table that cannot be placed in any slice refuse the plan
+    (:class:`~..acid.read_view.UnplacedFilesError`, naming them) unless ``ignore_unrecognised`` (or
+    ``options.ignore_unrecognised``); the plan's warnings then name each file left out.
+
+    :param snapshot: the resolved table snapshot (:func:`resolve_for_plan`).
+    :param out_uri: the output folder.
+    :param keywords: those of :func:`plan_or_committed` (``fs`` at least).
+    """
+    found = plan_or_committed(snapshot, out_uri, **keywords)
+    if isinstance(found, SnapshotPlan):
+        return found
+    out_fs, out_root = resolve_filesystem(
+        out_uri, keywords.get("out_filesystem"), keywords.get("storage_options")
+    )
+    return read_plan(out_fs, out_root, found.snapshot_id)
+
+
+def plan_or_committed(
     snapshot: TableReadView,
     out_uri: str,
     *,
@@ -208,12 +229,21 @@ def plan_for(
     storage_options: dict[str, Any] | None = None,
     options: CompactionOptions = CompactionOptions(),  # noqa: B008 - frozen, shared safely
     ignore_unrecognised: bool = False,
-) -> SnapshotPlan:
-    """Plan a snapshot of an already resolved table snapshot (see :func:`plan_snapshot`).
+) -> SnapshotPlan | SnapshotResult:
+    """:func:`plan_for`, except that a snapshot committed already gives its committed result
+    (its manifest, read once), not its stored plan: what a run that commits at once needs.
 
-    Files of the table that cannot be placed in any slice refuse the plan
-    (:class:`~..acid.read_view.UnplacedFilesError`, naming them) unless ``ignore_unrecognised`` (or
-    ``options.ignore_unrecognised``); the plan's warnings then name each file left out.
+    :param snapshot: the resolved table snapshot (:func:`resolve_for_plan`).
+    :param out_uri: the output folder.
+    :param fs: the table's filesystem.
+    :param partitions: only these partitions (None: all).
+    :param buckets: only these bucket ids (None: all).
+    :param slice_keys: only these slices (None: all).
+    :param row_filter_key: the stable text naming the workers' row filter, if any.
+    :param out_filesystem: the output's filesystem (None: from ``out_uri``).
+    :param storage_options: fsspec options for URLs without a filesystem given.
+    :param options: the output's settings (schema, sizes, reuse).
+    :param ignore_unrecognised: leave out files no slice can hold (warned), not refuse.
     """
     ignored = check_placed(
         snapshot, ignore_unrecognised=ignore_unrecognised or options.ignore_unrecognised
@@ -238,8 +268,9 @@ def plan_for(
         for s in chosen
     ]
     snapshot_id = _snapshot_id(snapshot, settings, planned, ignored)
-    if read_manifest(out_fs, out_root, snapshot_id) is not None:
-        return read_plan(out_fs, out_root, snapshot_id)
+    committed = read_manifest(out_fs, out_root, snapshot_id)
+    if committed is not None:
+        return committed
     previous = None
     if options.reuse:
         previous, usable = reuse_candidates(out_fs, out_root, table_uri)

@@ -475,13 +475,25 @@ def _finish_commit(fs: AbstractFileSystem, root: str, existing: SnapshotResult) 
 
 
 def complete_commit(
-    fs: AbstractFileSystem, root: str, snapshot_id: str, *, lock_wait: float = DEFAULT_WAIT
+    fs: AbstractFileSystem,
+    root: str,
+    snapshot_id: str,
+    *,
+    lock_wait: float = DEFAULT_WAIT,
+    committed: SnapshotResult | None = None,
 ) -> SnapshotResult | None:
     """The committed snapshot ``snapshot_id`` (None if not committed), after finishing what a
     commit killed after its manifest left: its markers, and where files are renamed into place
     its temporaries (under the commit lock). On object stores, where there are no temporaries,
-    a committed snapshot whose markers are all there costs one existence check."""
-    existing = read_manifest(fs, root, snapshot_id)
+    a committed snapshot whose markers are all there costs one existence check.
+
+    :param fs: the output folder's filesystem.
+    :param root: the output folder.
+    :param snapshot_id: the snapshot.
+    :param lock_wait: seconds to wait for the commit lock, if it is needed.
+    :param committed: its manifest, read already (not read again).
+    """
+    existing = committed if committed is not None else read_manifest(fs, root, snapshot_id)
     if existing is None:
         return None
     marker = posixpath.join(snapshot_dir(root, snapshot_id), SUCCESS_FILE)

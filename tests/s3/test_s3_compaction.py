@@ -284,7 +284,9 @@ def test_a_compaction_lists_the_table_once(s3, demo):
 def test_the_snapshot_s_documents_and_footers_cost_one_request_each(s3, demo):
     """The plan, the manifest (missing, then written) and the commit lock are read whole in
     one GET each (no HEAD for their size, no listing when one is missing), and the commit
-    checks each output file with one GET of its footer, which checks its size too (no HEAD)."""
+    checks each output file with one GET of its footer, which checks its size too (no HEAD).
+    The manifest is looked for once by the plan and once by the commit; a run of a committed
+    snapshot reads it once, and not its plan."""
     _, url = demo
     out = s3.url("documents")
 
@@ -307,6 +309,14 @@ def test_the_snapshot_s_documents_and_footers_cost_one_request_each(s3, demo):
         on_file = Counter(r.operation for r in seen if r.key == key)
         assert on_file["PutObject"] == 1 and on_file["HeadObject"] == 0, (key, on_file)
         assert on_file["GetObject"] == 1, (key, on_file)  # its footer, and its size
+    read = Counter(r.key.rpartition("/")[2] for r in on_documents if r.operation == "GetObject")
+    # the manifest: checked once by the plan, once by the commit under its lock
+    assert read["manifest.json"] == 2 and read["plan.json"] == 0, read
+
+    with s3.requests.recording() as again:  # committed: its manifest read once, not its plan
+        assert not compact_table(url, out, storage_options=s3.storage_options).newly_committed
+    read = Counter(r.key.rpartition("/")[2] for r in again if r.operation == "GetObject")
+    assert read["manifest.json"] == 1 and read["plan.json"] == 0, read
 
 
 def test_the_commit_refuses_objects_missing_or_of_another_size(s3, demo):
