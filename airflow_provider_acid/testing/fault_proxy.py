@@ -512,7 +512,12 @@ class FaultProxy:
 
 
 class _QuietServer(ThreadingHTTPServer):
-    """Clients that go away (after a stall or a reset) are expected: no traceback for them."""
+    """Clients that go away (after a stall or a reset) are expected: no traceback for them.
+    Connections opened at once wait in a listen queue of 128, not socketserver's 5: a client
+    opening more at once (a compaction's fetches, its uploads) had some dropped by the kernel
+    and opened again by the client a second later (its SYN retransmitted)."""
+
+    request_queue_size = 128
 
     def handle_error(self, request: object, client_address: object) -> None:
         import sys
