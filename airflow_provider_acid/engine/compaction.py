@@ -358,20 +358,18 @@ def _in_turn(
     """``run`` of each slice in turn, by one worker. Away from a local disk its waits overlap
     its work: the next slice's small files and footers are fetched while it computes one
     (:func:`.ranged_reads.fetch_early`; the first slice's all at once as it starts), and each
-    data file's upload completes while it goes on to the next
-    (:func:`.background_uploads.uploads_in_background`); every upload is complete when this
-    returns."""
+    data file's upload completes while it goes on to the next (inside the caller's
+    :func:`.background_uploads.uploads_in_background`)."""
     files = _slice_files(snapshot)
     results = []
     try:
-        with uploads_in_background():
-            for index, key in enumerate(keys):
-                if index == 0:  # its files at once, not each as its reader comes to it
-                    fetch_early(fs, files.get(key, []))
-                if index + 1 < len(keys):
-                    fetch_early(fs, files.get(keys[index + 1], []))
-                results.append(run(key))
-                forget_early(files.get(key, []))  # what it did not read
+        for index, key in enumerate(keys):
+            if index == 0:  # its files at once, not each as its reader comes to it
+                fetch_early(fs, files.get(key, []))
+            if index + 1 < len(keys):
+                fetch_early(fs, files.get(keys[index + 1], []))
+            results.append(run(key))
+            forget_early(files.get(key, []))  # what it did not read
     finally:  # (its own: another compaction in this process may be fetching early too)
         forget_early([f for slice_files in files.values() for f in slice_files])
     return results
@@ -460,23 +458,28 @@ def compact_table(
         return result
 
     workers = min(options.workers(), max(1, len(keys)))
-    if workers == 1:
-        results = _in_turn(run, keys, snapshot, fs)
-    else:
-        pool = ThreadPoolExecutor(max_workers=workers)
-        try:
-            results = list(pool.map(run, keys))
-        finally:
-            # On an error (or Ctrl-C) start no other slice: only wait for the running ones.
-            pool.shutdown(wait=True, cancel_futures=True)
-    return commit_snapshot(
-        out_uri,
-        plan.snapshot_id,
-        results,
-        plan=plan,
-        out_filesystem=out_fs,
-        storage_options=storage_options,
-    )
+
+    def commit(results: list[BucketResult], stored: Callable[[], None] | None) -> SnapshotResult:
+        return commit_snapshot(
+            out_uri,
+            plan.snapshot_id,
+            results,
+            plan=plan,
+            out_filesystem=out_fs,
+            storage_options=storage_options,
+            files_stored=stored,
+        )
+
+    if workers == 1:  # the last uploads complete while the commit takes its lock
+        with uploads_in_background() as stored:
+            return commit(_in_turn(run, keys, snapshot, fs), stored)
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
+        results = list(pool.map(run, keys))
+    finally:
+        # On an error (or Ctrl-C) start no other slice: only wait for the running ones.
+        pool.shutdown(wait=True, cancel_futures=True)
+    return commit(results, None)
 
 
 __all__ = [

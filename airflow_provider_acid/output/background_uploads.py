@@ -22,7 +22,7 @@ the upload after another error (an S3 multipart upload is aborted).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -157,13 +157,21 @@ class BackgroundUpload:
 
 
 @contextmanager
-def uploads_in_background() -> Iterator[None]:
+def uploads_in_background() -> Iterator[Callable[[], None]]:
     """Uploads completed in the background inside the block (see the module docstring); all
-    of them completed when it is left."""
+    of them completed when it is left. It gives a function that waits for the uploads
+    started so far and raises the first error: a commit made inside the block calls it once
+    it holds its lock, so the lock's round trips overlap the last uploads."""
     pending: list[Future[None]] = []
     token = _pending.set(pending)
+
+    def stored() -> None:
+        error = _wait(list(pending))
+        if error is not None:
+            raise error
+
     try:
-        yield
+        yield stored
     except BaseException:
         _wait(pending)  # their errors, if any, follow from the one raised
         raise

@@ -512,6 +512,7 @@ def commit_snapshot(
     out_filesystem: AbstractFileSystem | None = None,
     storage_options: dict[str, Any] | None = None,
     lock_wait: float = DEFAULT_WAIT,
+    files_stored: Callable[[], None] | None = None,
 ) -> SnapshotResult:
     """Verify every part of a snapshot, reconcile it, and write its manifest (the commit point).
 
@@ -522,10 +523,21 @@ def commit_snapshot(
     match the plan, is not on storage as recorded, or does not add up. The commit holds the
     output folder's commit lock (:mod:`.commit_lock`); :class:`.commit_lock.CommitLockError`
     when another writer holds it longer than ``lock_wait`` seconds.
+
+    :param out_uri: the output folder.
+    :param snapshot_id: the planned snapshot.
+    :param bucket_results: the slices' results.
+    :param plan: its plan (None: read from the output folder).
+    :param out_filesystem: the output's filesystem (None: from ``out_uri``).
+    :param storage_options: fsspec options for ``out_uri``.
+    :param lock_wait: seconds to wait for another writer's lock.
+    :param files_stored: called under the lock before the files are checked: returns once
+        the results' files are stored, or raises (uploads still completing: see
+        :func:`.background_uploads.uploads_in_background`).
     """
     fs, root = resolve_filesystem(out_uri, out_filesystem, storage_options)
     with commit_lock(fs, root, f"commit of snapshot {snapshot_id}", wait=lock_wait):
-        return _commit_locked(fs, root, snapshot_id, bucket_results, plan)
+        return _commit_locked(fs, root, snapshot_id, bucket_results, plan, files_stored)
 
 
 def _commit_locked(
@@ -534,11 +546,14 @@ def _commit_locked(
     snapshot_id: str,
     bucket_results: Iterable[BucketResult | Mapping[str, Any]],
     plan: SnapshotPlan | None,
+    files_stored: Callable[[], None] | None = None,
 ) -> SnapshotResult:
     def read(sid: str) -> SnapshotResult | None:
         return read_manifest(fs, root, sid)
 
     def checked() -> tuple[SnapshotPlan, list[BucketResult]]:
+        if files_stored is not None:
+            files_stored()
         known = read_plan(fs, root, snapshot_id) if plan is None else plan
         if known.snapshot_id != snapshot_id:
             raise CommitError(f"plan is for snapshot {known.snapshot_id}, not {snapshot_id}")
@@ -546,7 +561,7 @@ def _commit_locked(
         _verify_all(fs, root, results)
         return known, results
 
-    if is_object_store(fs):  # the three look-ups at once: one round trip, not three in turn
+    if is_object_store(fs):  # the three look-ups at once (and with the files' last uploads)
         with ThreadPoolExecutor(max_workers=2) as pool:
             looked_up = pool.submit(read_manifest, fs, root, snapshot_id)
             listed = pool.submit(commit_listing, fs, root, snapshot_id, read)

@@ -552,6 +552,20 @@ def test_one_worker_fetches_the_next_bucket_while_it_computes_one(s3, demo):
         assert max(r.at for r in gets) < _uploaded(seen, result, out_key, earlier), later.key
 
 
+def test_one_worker_takes_the_commit_lock_while_its_last_upload_completes(s3, demo):
+    """The commit takes its lock (and looks up the output) while the last data file's upload
+    completes; it checks the files and writes the manifest only once they are stored."""
+    with s3.slow("PutObject", SLOW_PUT):
+        plan, result, seen, _, out_key = _overlap_run(s3, demo)
+    last = max(_uploaded(seen, result, out_key, p) for p in plan.slices)
+    lock = [r.at for r in seen if r.key.endswith("_commit.lock") and r.operation == "PutObject"]
+    manifest = [
+        r.at for r in seen if r.key.endswith("manifest.json") and r.operation == "PutObject"
+    ]
+    assert lock and lock[0] < last + SLOW_PUT / 2, (lock, last)
+    assert manifest and manifest[0] >= last + SLOW_PUT, (manifest, last)
+
+
 def test_one_worker_fetches_its_first_bucket_at_once(s3, demo):
     """With one worker, the first bucket's files (7 here) are all requested as it starts, not
     each as its reader comes to it (which asked for 5 at once, the others as the first ones
