@@ -394,7 +394,7 @@ def _early_opener() -> ThreadPoolExecutor:
     global _opener
     with _pool_lock:
         if _opener is None:  # not the fetch pool: opening a larger file waits for its tail
-            _opener = ThreadPoolExecutor(AHEAD_FILES, thread_name_prefix="acid-early")
+            _opener = ThreadPoolExecutor(1, thread_name_prefix="acid-early")
         return _opener
 
 

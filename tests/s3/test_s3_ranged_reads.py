@@ -209,25 +209,6 @@ def test_files_fetched_early_are_opened_without_a_request_of_their_own(s3, orc_b
     assert keys["beyond"] not in gets
 
 
-def test_larger_files_fetched_early_have_their_tails_asked_at_once(s3, orc_bytes):
-    """fetch_early opens larger files (each waits for its tail, then asks for its first range)
-    side by side, not in turn: with every GET slowed, the three tails are asked at once."""
-    folder = s3.url("early-tails")
-    paths = [f"{folder}/delta_{n}/bucket_00000".removeprefix("s3://") for n in range(3)]
-    for path in paths:
-        s3.fs.pipe_file("s3://" + path, orc_bytes)
-    keys = [p.partition("/")[2] for p in paths]
-    fs = s3.new_filesystem()
-    with s3.slow("GetObject", 0.4):
-        fetch_early(fs, [(p, len(orc_bytes)) for p in paths], small_bytes=MIB, ahead_bytes=64 * MIB)
-        got = _gets_made(s3.requests, keys)
-        forget_early()
-    assert got == set(keys)
-    tails = [min(r.at for r in s3.requests.all() if r.key == k and r.operation == "GetObject")
-             for k in keys]  # fmt: skip
-    assert max(tails) - min(tails) < 0.2, tails
-
-
 def test_nothing_is_fetched_early_from_a_local_disk(tmp_path):
     path = tmp_path / "bucket_00000"
     path.write_bytes(multi_stripe_orc(rows=1_000))
