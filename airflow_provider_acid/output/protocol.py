@@ -437,6 +437,8 @@ def remove_commit_temporaries(fs: AbstractFileSystem, root: str, snapshot_id: st
     :param root: the output folder.
     :param snapshot_id: the snapshot whose commit left them.
     """
+    if is_object_store(fs):  # objects are written whole: no temporaries, nothing to list
+        return
     remove_temporaries(fs, root, lambda name: name == SUCCESS_FILE)
     remove_temporaries(
         fs, snapshot_dir(root, snapshot_id), lambda name: name in (MANIFEST_FILE, SUCCESS_FILE)

@@ -554,7 +554,8 @@ def test_one_worker_fetches_the_next_bucket_while_it_computes_one(s3, demo):
 
 def test_one_worker_takes_the_commit_lock_while_its_last_upload_completes(s3, demo):
     """The commit takes its lock (and looks up the output) while the last data file's upload
-    completes; it checks the files and writes the manifest only once they are stored."""
+    completes; it checks the files and writes the manifest only once they are stored, and
+    lists the output once."""
     with s3.slow("PutObject", SLOW_PUT):
         plan, result, seen, _, out_key = _overlap_run(s3, demo)
     last = max(_uploaded(seen, result, out_key, p) for p in plan.slices)
@@ -564,6 +565,10 @@ def test_one_worker_takes_the_commit_lock_while_its_last_upload_completes(s3, de
     ]
     assert lock and lock[0] < last + SLOW_PUT / 2, (lock, last)
     assert manifest and manifest[0] >= last + SLOW_PUT, (manifest, last)
+    # one listing of the output under the lock (none of it again for temporaries: an object
+    # store has none, and the uploads completed since dropped s3fs's cached listing)
+    listed = [r.prefix for r in seen if r.operation == "ListObjectsV2" and r.at >= lock[0]]
+    assert len(listed) == 1, listed
 
 
 def test_one_worker_fetches_its_first_bucket_at_once(s3, demo):
