@@ -341,14 +341,6 @@ def _planned_source(plan: SnapshotPlan, planned: PlannedSlice, table_uri: str) -
     )
 
 
-def _slice_files(snapshot: TableReadView) -> dict[str, list[tuple[str, int | None]]]:
-    """(path, size) of each slice's files, by slice key, in the order its reader opens them."""
-    return {
-        s.key: [(f.path, f.file.size) for f in s.delete_delta_files + s.data_files]
-        for s in snapshot.slices
-    }
-
-
 def _in_turn(
     run: Callable[[str], BucketResult],
     keys: Sequence[str],
@@ -360,12 +352,15 @@ def _in_turn(
     (:func:`.ranged_reads.fetch_early`; the first slice's all at once as it starts), and each
     data file's upload completes while it goes on to the next (inside the caller's
     :func:`.background_uploads.uploads_in_background`)."""
-    files = _slice_files(snapshot)
+    files = {
+        s.key: [(f.path, f.file.size) for f in s.delete_delta_files + s.data_files]
+        for s in snapshot.slices
+    }
     results = []
     try:
+        if keys:  # the first slice's files at once, not each as its reader comes to it
+            fetch_early(fs, files.get(keys[0], []))
         for index, key in enumerate(keys):
-            if index == 0:  # its files at once, not each as its reader comes to it
-                fetch_early(fs, files.get(key, []))
             if index + 1 < len(keys):
                 fetch_early(fs, files.get(keys[index + 1], []))
             results.append(run(key))

@@ -177,9 +177,7 @@ def uploads_in_background() -> Iterator[Callable[[], None]]:
         raise
     finally:
         _pending.reset(token)
-    error = _wait(pending)
-    if error is not None:
-        raise error
+    stored()
 
 
 def _wait(pending: list[Future[None]]) -> BaseException | None:

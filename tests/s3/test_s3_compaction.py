@@ -319,18 +319,25 @@ def test_the_snapshot_s_documents_and_footers_cost_one_request_each(s3, demo):
     assert read["manifest.json"] == 1 and read["plan.json"] == 0, read
 
 
+def _computed(s3, demo, name: str):  # noqa: ANN001, ANN202
+    """``demo`` planned into a fresh output and each slice computed, not committed: (the
+    output's URL, the plan, the slices' results)."""
+    _, url = demo
+    out = s3.url(name)
+    plan = plan_snapshot(url, out, storage_options=s3.storage_options)
+    results = [
+        compact_slice(url, key, out, plan.snapshot_id, storage_options=s3.storage_options)
+        for key in plan.slice_keys
+    ]
+    return out, plan, results
+
+
 def test_the_commit_refuses_objects_missing_or_of_another_size(s3, demo):
     """The footer's read checks an object's size: one larger, one smaller (even than the
     footer's read), one missing and one of the right size without a footer are each named,
     and nothing is committed."""
-    _, url = demo
-    out = s3.url("verified")
+    out, plan, results = _computed(s3, demo, "verified")
     storage = s3.storage_options
-    plan = plan_snapshot(url, out, storage_options=storage)
-    results = [
-        compact_slice(url, key, out, plan.snapshot_id, storage_options=storage)
-        for key in plan.slice_keys
-    ]
     larger, smaller, missing, garbled = (f"{key_of(out)}/{r.files[0].path}" for r in results[:4])
     s3.fs.pipe_file(larger, s3.fs.cat_file(larger) + b"more")
     s3.fs.pipe_file(smaller, b"PAR1")
@@ -362,14 +369,8 @@ def test_the_commit_looks_up_the_manifest_the_listing_and_the_footers_at_once(s3
     check that the snapshot is not committed yet, the listing of the output and the footer
     read of each file all start before the first of them is answered (given the plan, as
     compact_table gives it; without, the plan is read first)."""
-    _, url = demo
-    out = s3.url("looked-up")
+    out, plan, results = _computed(s3, demo, "looked-up")
     storage = s3.storage_options
-    plan = plan_snapshot(url, out, storage_options=storage)
-    results = [
-        compact_slice(url, key, out, plan.snapshot_id, storage_options=storage)
-        for key in plan.slice_keys
-    ]
     footers = {f"{key_of(out)}/{f.path}".partition("/")[2] for r in results for f in r.files}
     with s3.slow("GetObject", SLOW_GET), s3.requests.recording() as seen:
         commit_snapshot(out, plan.snapshot_id, results, plan=plan, storage_options=storage)
