@@ -463,6 +463,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         check_extras(args)
         apply_hdfs_settings(args)  # every location of every command: table, --manifest, --out
+        from .engine.memory_pool import use_worker_memory_pool
+
+        use_worker_memory_pool()  # a lean pool for the rows it reads and writes
         return run(args)
     except KeyboardInterrupt:
         if args.debug:

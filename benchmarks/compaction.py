@@ -217,7 +217,9 @@ def _child(runner: str, table: str, out: str, workers: int, compression: str) ->
     import pyarrow.parquet  # noqa: F401
 
     import airflow_provider_acid.engine.compaction  # noqa: F401
+    from airflow_provider_acid.engine.memory_pool import use_worker_memory_pool
 
+    use_worker_memory_pool()  # every contender in the pool a worker of the provider uses
     if runner == "duckdb":
         import duckdb  # noqa: F401
     before = resource.getrusage(resource.RUSAGE_SELF)

@@ -13,16 +13,17 @@ and counts every request and every body byte it passes.
 
 1. **Compaction.** The 4M-row, 4-bucket table of ``benchmarks/compaction.py`` (generated once
    under ``--workdir``; a base, 3 insert and 3 delete deltas of 5%) is laid into the bucket's
-   folder of the filesystem backend (the server serves it as objects). Measured in the same
-   run, each in a fresh process (wall time inside it; peak RSS from the kernel), best of
-   ``--repeat``: the compaction of the local copy into a local folder (the reference), and the
-   compaction of the table on S3 into S3 through the proxy. Printed: their ratio; the bytes
-   the proxy passed for the table's files against the ORC bytes the compaction needs (measured
-   independently: the union of the byte ranges pyorc and pyarrow read of each file, locally,
-   for what the compaction reads of it: the footer and every stripe, all columns of data files,
-   the identity columns of delete deltas); the requests per data file (all the compaction's
-   requests, listing and writes included, over the data and delete-delta files); the peak RSS
-   per worker.
+   folder of the filesystem backend (the server serves it as objects). Measured in the same run,
+   each in a fresh process that uses the Arrow memory pool the CLI and the operators use
+   (:func:`.memory_pool.use_worker_memory_pool`; wall time inside it; peak RSS from the kernel),
+   best of ``--repeat``: the compaction of the local copy into a local folder (the reference),
+   and the compaction of the table on S3 into S3 through the proxy. Printed: their ratio; the
+   bytes the proxy passed for the table's files against the ORC bytes the compaction needs
+   (measured independently: the union of the byte ranges pyorc and pyarrow read of each file,
+   locally, for what the compaction reads of it: the footer and every stripe, all columns of
+   data files, the identity columns of delete deltas); the requests per data file (all the
+   compaction's requests, listing and writes included, over the data and delete-delta files);
+   the peak RSS per worker.
 2. **Manifest on 1M objects.** ``--manifest-partitions`` x ``--manifest-files-per-partition``
    copies of one tiny ACID file (``testing.many_partitions``) are laid into the backend's
    folder as hard links (made once, kept in ``.cache/s3proxy/run``), with a column-stats index
@@ -122,8 +123,10 @@ def _child(table: str, out: str, workers: int, options: dict[str, Any] | None) -
     import s3fs  # noqa: F401
 
     from airflow_provider_acid.engine.compaction import compact_table
+    from airflow_provider_acid.engine.memory_pool import use_worker_memory_pool
     from airflow_provider_acid.engine.options import CompactionOptions
 
+    use_worker_memory_pool()  # as the CLI and the operators do
     started = time.perf_counter()
     result = compact_table(
         table,

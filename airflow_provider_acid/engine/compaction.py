@@ -58,10 +58,11 @@ from .plan import (
 
 #: Every this many batches written from a source not on a local disk (whose reads are
 #: prefetched into memory), the memory pyarrow's pool freed is handed back to the system
-#: (``release_unused``): mimalloc, its default pool, otherwise keeps the freed pages of decoded
-#: stripes and encoded row groups, 40 to 50 MiB of a worker's peak RSS in the S3 benchmark.
-#: About 1 ms a call, but taking the pages back costs page faults: a local compaction was 8 to
-#: 12% slower for it, so it is not done there.
+#: (``release_unused``). mimalloc, pyarrow's default pool, otherwise keeps the freed pages of
+#: decoded stripes and encoded row groups, 40 to 50 MiB of a worker's peak RSS in the S3
+#: benchmark; taking them back costs page faults (a local compaction was 8 to 12% slower for it,
+#: so it is not done there). A worker's own pool, jemalloc (:mod:`.memory_pool`), hands its freed
+#: pages back by itself: there the call costs nothing measurable.
 RELEASE_EVERY_BATCHES = 2
 
 # -- writing one bucket ----------------------------------------------------------------------

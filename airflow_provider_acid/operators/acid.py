@@ -37,6 +37,7 @@ from airflow.sdk import BaseOperator
 
 from ..engine.compaction import compact_table
 from ..engine.manifest_compaction import compact_manifest, compact_planned_slice, plan_from_manifest
+from ..engine.memory_pool import use_worker_memory_pool
 from ..engine.options import CompactionOptions
 from ..hooks.acid import AcidHook
 from ..hooks.metastore import AcidMetastoreHook
@@ -282,6 +283,7 @@ class AcidCompactOperator(OpenLineageMixin, BaseOperator):
         return None if self.slice_key is not None else lineage_of_arguments(self)
 
     def execute(self, context: Any) -> dict[str, Any]:
+        use_worker_memory_pool()  # (this task's own process)
         hook = AcidHook(self.acid_conn_id)
         out = hook.resolve_uri(self.output_uri)
         keep = keep_count(self.keep_snapshots)  # a bad value fails before any work

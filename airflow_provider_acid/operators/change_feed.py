@@ -185,7 +185,9 @@ class AcidChangesOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from ..engine.change_runs import compute_feed_slice
+        from ..engine.memory_pool import use_worker_memory_pool
 
+        use_worker_memory_pool()  # (this task's own process)
         hook = AcidHook(self.acid_conn_id)
         result = compute_feed_slice(
             hook.resolve_uri(self.output_uri),
