@@ -1,14 +1,15 @@
 """The Arrow memory pool of a process that reads and writes rows: jemalloc where pyarrow has it.
 
-pyarrow's default pool is mimalloc. The version Arrow bundles keeps the pages of freed buffers
-across threads (microsoft/mimalloc#1111 reports the same peak-RSS regression): a compaction
-frees each decoded stripe and encoded row group on other threads than the ones that allocated
+pyarrow's default pool is mimalloc. The version Arrow bundles keeps the pages of freed
+buffers (microsoft/mimalloc#1111 reports a peak-RSS regression of it): a compaction frees each
+decoded stripe and encoded row group, often on other threads than the ones that allocated
 them, and the pages pile up. Measured with ``benchmarks/s3.py``'s table (4M rows, 4 buckets,
 one worker), the local compaction's peak RSS is 282 MiB with mimalloc and 225 MiB with
-jemalloc, at the same speed. On S3 mimalloc needed its unused memory released every two
-batches to stay under 300 MiB a worker (``compaction.RELEASE_EVERY_BATCHES``), and those
-releases cost page faults: 0.15 to 0.3 s of a 2.6 s compaction. jemalloc, whose freed pages
-decay back to the system on their own, kept the same RSS without that cost.
+jemalloc, at about the same speed (``benchmarks/compaction.py``, with snappy, finds it 1 to 2%
+slower). On S3 mimalloc needed its unused memory released every two batches to stay under
+300 MiB a worker (``compaction.RELEASE_EVERY_BATCHES``), and those releases cost page faults:
+0.15 to 0.3 s of a 2.6 s compaction. jemalloc, whose freed pages go back to the system on
+their own, kept the same RSS without that cost.
 
 :func:`use_worker_memory_pool` makes jemalloc the process's default pool. The CLI calls it,
 and so do the operators that read or write rows, each in its task's own process. A program
