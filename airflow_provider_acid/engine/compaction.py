@@ -32,7 +32,7 @@ from ..acid.rows import SliceReader
 from ..acid.source import TableDefinition, TableSource
 from ..acid.table_columns import TableColumns
 from ..acid.writeids import ValidTxnList, ValidWriteIdList
-from ..output.background_uploads import uploads_in_background
+from ..output.background_uploads import StoredUploads, uploads_in_background
 from ..output.parquet_files import (
     BucketFileWriter,
     output_schema,
@@ -455,7 +455,7 @@ def compact_table(
 
     workers = min(options.workers(), max(1, len(keys)))
 
-    def commit(results: list[BucketResult], stored: Callable[[], None] | None) -> SnapshotResult:
+    def commit(results: list[BucketResult], stored: StoredUploads | None) -> SnapshotResult:
         return commit_snapshot(
             out_uri,
             plan.snapshot_id,

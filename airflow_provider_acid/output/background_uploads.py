@@ -22,13 +22,19 @@ the upload after another error (an S3 multipart upload is aborted).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["HAND_BYTES", "MAX_WAITING", "BackgroundUpload", "uploads_in_background"]
+__all__ = [
+    "HAND_BYTES",
+    "MAX_WAITING",
+    "BackgroundUpload",
+    "StoredUploads",
+    "uploads_in_background",
+]
 
 #: Bytes handed to a file's upload thread and not yet written to it, at most (per file): more
 #: than a row group's burst (about 4 MB) while the upload's first round trips are under way.
@@ -37,7 +43,10 @@ MAX_WAITING = 8 * 1024 * 1024
 #: Bytes gathered from the writer's (many small) writes before they are handed on at once.
 HAND_BYTES = 1024 * 1024
 
-_pending: ContextVar[list[Future[None]] | None] = ContextVar("acid_uploads", default=None)
+#: The uploads completing in the background: each file's path and its completion.
+_pending: ContextVar[list[tuple[str, Future[None]]] | None] = ContextVar(
+    "acid_uploads", default=None
+)
 
 
 class BackgroundUpload:
@@ -146,7 +155,7 @@ class BackgroundUpload:
         if pending is None:
             completed.result()
         else:
-            pending.append(completed)
+            pending.append((self.name, completed))
 
     def discard(self) -> None:
         """Drop the upload (after another error): nothing of it is completed on storage."""
@@ -156,24 +165,38 @@ class BackgroundUpload:
         self._drop()
 
 
-@contextmanager
-def uploads_in_background() -> Iterator[Callable[[], None]]:
-    """Uploads completed in the background inside the block (see the module docstring); all
-    of them completed when it is left. It gives a function that waits for the uploads
-    started so far and raises the first error: a commit made inside the block calls it once
-    it holds its lock, so the lock's round trips overlap the last uploads."""
-    pending: list[Future[None]] = []
-    token = _pending.set(pending)
+class StoredUploads:
+    """The uploads of an :func:`uploads_in_background` block, as a commit inside it sees them:
+    called, it waits for every upload started so far and raises the first error;
+    :meth:`waiting` names those not complete yet."""
 
-    def stored() -> None:
-        error = _wait(list(pending))
+    def __init__(self, pending: list[tuple[str, Future[None]]]) -> None:
+        self._pending = pending
+
+    def waiting(self) -> frozenset[str]:
+        """The paths (as the filesystem names them) of the files whose uploads are not
+        complete yet."""
+        return frozenset(path for path, done in list(self._pending) if not done.done())
+
+    def __call__(self) -> None:
+        error = _wait([done for _, done in list(self._pending)])
         if error is not None:
             raise error
 
+
+@contextmanager
+def uploads_in_background() -> Iterator[StoredUploads]:
+    """Uploads completed in the background inside the block (see the module docstring); all
+    of them completed when it is left. It gives a :class:`StoredUploads`: a commit made inside
+    the block calls it once it holds its lock, so the lock's round trips overlap the last
+    uploads (and checks the files stored already while the others complete)."""
+    pending: list[tuple[str, Future[None]]] = []
+    token = _pending.set(pending)
+    stored = StoredUploads(pending)
     try:
         yield stored
     except BaseException:
-        _wait(pending)  # their errors, if any, follow from the one raised
+        _wait([done for _, done in pending])  # their errors, if any, follow from the one raised
         raise
     finally:
         _pending.reset(token)

@@ -77,6 +77,7 @@ from ..acid.storage import (
     renames_whole,
     write_whole,
 )
+from .background_uploads import StoredUploads
 from .commit_lock import DEFAULT_WAIT, commit_lock
 from .commit_log import (
     LogEntry,
@@ -353,8 +354,20 @@ def _gather_results(
     return results
 
 
-def _verify_all(fs: AbstractFileSystem, out_root: str, results: Sequence[BucketResult]) -> None:
-    checks = [(f, r.reused_from is None) for r in results for f in r.files]
+def _verify_all(
+    fs: AbstractFileSystem,
+    out_root: str,
+    results: Sequence[BucketResult],
+    written_now: frozenset[str] = frozenset(),
+) -> None:
+    """Check every file of ``results`` (:func:`_verify_file`), except ``written_now``: paths
+    whose uploads by this process complete under the commit's lock."""
+    checks = [
+        (f, r.reused_from is None)
+        for r in results
+        for f in r.files
+        if posixpath.join(out_root, f.path) not in written_now
+    ]
     if renames_atomically(fs) or len(checks) < 2:  # a local disk answers at once: no threads
         found = [_verify_file(fs, out_root, file, footer) for file, footer in checks]
     else:  # remote storage: the requests at once
@@ -514,7 +527,7 @@ def commit_snapshot(
     out_filesystem: AbstractFileSystem | None = None,
     storage_options: dict[str, Any] | None = None,
     lock_wait: float = DEFAULT_WAIT,
-    files_stored: Callable[[], None] | None = None,
+    files_stored: StoredUploads | Callable[[], None] | None = None,
 ) -> SnapshotResult:
     """Verify every part of a snapshot, reconcile it, and write its manifest (the commit point).
 
@@ -535,7 +548,9 @@ def commit_snapshot(
     :param lock_wait: seconds to wait for another writer's lock.
     :param files_stored: called under the lock before the files are checked: returns once
         the results' files are stored, or raises (uploads still completing: see
-        :func:`.background_uploads.uploads_in_background`).
+        :func:`.background_uploads.uploads_in_background`). Given its
+        :class:`.background_uploads.StoredUploads`, the files stored already are checked while
+        it waits, and those whose uploads complete under the lock are not read back.
     """
     fs, root = resolve_filesystem(out_uri, out_filesystem, storage_options)
     with commit_lock(fs, root, f"commit of snapshot {snapshot_id}", wait=lock_wait):
@@ -548,19 +563,29 @@ def _commit_locked(
     snapshot_id: str,
     bucket_results: Iterable[BucketResult | Mapping[str, Any]],
     plan: SnapshotPlan | None,
-    files_stored: Callable[[], None] | None = None,
+    files_stored: StoredUploads | Callable[[], None] | None = None,
 ) -> SnapshotResult:
     def read(sid: str) -> SnapshotResult | None:
         return read_manifest(fs, root, sid)
 
     def checked() -> tuple[SnapshotPlan, list[BucketResult]]:
-        if files_stored is not None:
-            files_stored()
         known = read_plan(fs, root, snapshot_id) if plan is None else plan
         if known.snapshot_id != snapshot_id:
             raise CommitError(f"plan is for snapshot {known.snapshot_id}, not {snapshot_id}")
         results = _gather_results(known, bucket_results)
-        _verify_all(fs, root, results)
+        if not isinstance(files_stored, StoredUploads):
+            if files_stored is not None:
+                files_stored()
+            _verify_all(fs, root, results)
+            return known, results
+        # The files stored already are checked while the others' uploads complete. Those
+        # complete under this lock, written whole by this process, are not read back: no
+        # other writer can have removed them (removing takes the lock).
+        completing = files_stored.waiting()
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            verified = pool.submit(_verify_all, fs, root, results, completing)
+            files_stored()
+            verified.result()
         return known, results
 
     if is_object_store(fs):  # the three look-ups at once (and with the files' last uploads)

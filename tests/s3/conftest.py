@@ -138,8 +138,8 @@ class _Recorder:
 
     def __init__(self, log: RequestLog) -> None:
         self.log = log
-        #: operation name -> seconds the server waits before answering it
-        self.delays: dict[str, float] = {}
+        #: operation name -> (seconds the server waits before answering it, for keys holding)
+        self.delays: dict[str, tuple[float, str]] = {}
         #: failures to inject, checked in order (see :meth:`S3Server.fail`)
         self.failures: list[_Failure] = []
         self._failures_lock = threading.Lock()
@@ -151,7 +151,8 @@ class _Recorder:
         bucket, _, key = path.lstrip("/").partition("/")
         request = S3Request(method, bucket, key, query, time.monotonic())
         self.log.add(request)
-        if delay := self.delays.get(request.operation):
+        delay, key_contains = self.delays.get(request.operation, (0.0, ""))
+        if delay and key_contains in request.key:
             time.sleep(delay)  # this request's own server thread; other requests go on
         with self._failures_lock:
             for failure in self.failures:
@@ -306,9 +307,10 @@ class S3Server:
         return url
 
     @contextmanager
-    def slow(self, operation: str, seconds: float) -> Iterator[None]:
-        """Make the server take ``seconds`` before answering each ``operation`` request."""
-        self._recorder.delays[operation] = seconds
+    def slow(self, operation: str, seconds: float, key_contains: str = "") -> Iterator[None]:
+        """Make the server take ``seconds`` before answering each ``operation`` request (whose
+        key contains ``key_contains``)."""
+        self._recorder.delays[operation] = (seconds, key_contains)
         try:
             yield
         finally:

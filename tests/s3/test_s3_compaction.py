@@ -572,6 +572,40 @@ def test_one_worker_takes_the_commit_lock_while_its_last_upload_completes(s3, de
     assert len(listed) == 1, listed
 
 
+def test_one_worker_checks_its_stored_files_while_the_last_upload_completes(s3, demo):
+    """Under its lock the commit reads back the data files stored already while the last
+    uploads complete, and not those whose uploads complete under the lock: this process wrote
+    them whole, and no other writer can remove them while the lock is held. Each slice takes
+    SLOW_SLICE (a slow row filter), each data file's PUT SLOW_PUT; other PUTs are not slowed."""
+
+    def slowly(table: pa.Table) -> pa.Array:
+        time.sleep(SLOW_SLICE)
+        return pa.array([True] * table.num_rows)
+
+    with s3.slow("PutObject", SLOW_PUT, key_contains=".parquet"):
+        plan, result, seen, _, out_key = _overlap_run(
+            s3, demo, row_filter=slowly, row_filter_key="every row, slowly"
+        )
+    lock = min(r.at for r in seen if r.key.endswith("_commit.lock") and r.operation == "PutObject")
+    put = {r.key: r.at for r in seen if r.key.endswith(".parquet") and r.operation == "PutObject"}
+    gets = [r for r in seen if r.key in put and r.operation == "GetObject"]
+    read = Counter(r.key for r in gets)
+    first_read = {r.key: r.at for r in reversed(gets)}
+    assert len(put) == len(plan.slices) and put.keys() == {
+        f"{out_key}/{f.path}" for b in result.buckets for f in b.files
+    }
+    last = max(put, key=put.__getitem__)
+    answered = put[last] + SLOW_PUT  # the last upload is complete
+    manifest = min(
+        r.at for r in seen if r.key.endswith("manifest.json") and r.operation == "PutObject"
+    )
+    assert read[last] == 0, read  # completed under the lock: not read back
+    stored = [k for k, at in put.items() if at + SLOW_PUT < lock]  # complete before the lock
+    assert stored and all(read[k] == 1 for k in stored), (read, stored)
+    assert all(first_read[k] < answered for k in stored), (first_read, answered)
+    assert manifest >= answered, (manifest, answered)
+
+
 def test_one_worker_fetches_its_first_bucket_at_once(s3, demo):
     """With one worker, the first bucket's files (7 here) are all requested as it starts, not
     each as its reader comes to it (which asked for 5 at once, the others as the first ones
