@@ -179,7 +179,7 @@ class StoredUploads:
         return frozenset(path for path, done in list(self._pending) if not done.done())
 
     def __call__(self) -> None:
-        error = _wait([done for _, done in list(self._pending)])
+        error = _wait(list(self._pending))
         if error is not None:
             raise error
 
@@ -196,17 +196,17 @@ def uploads_in_background() -> Iterator[StoredUploads]:
     try:
         yield stored
     except BaseException:
-        _wait([done for _, done in pending])  # their errors, if any, follow from the one raised
+        _wait(pending)  # their errors, if any, follow from the one raised
         raise
     finally:
         _pending.reset(token)
     stored()
 
 
-def _wait(pending: list[Future[None]]) -> BaseException | None:
+def _wait(pending: list[tuple[str, Future[None]]]) -> BaseException | None:
     """Wait for every upload; the first error."""
     first = None
-    for future in pending:
+    for _, future in pending:
         error = future.exception()
         if error is not None and first is None:
             first = error

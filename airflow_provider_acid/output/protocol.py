@@ -527,7 +527,7 @@ def commit_snapshot(
     out_filesystem: AbstractFileSystem | None = None,
     storage_options: dict[str, Any] | None = None,
     lock_wait: float = DEFAULT_WAIT,
-    files_stored: StoredUploads | Callable[[], None] | None = None,
+    files_stored: StoredUploads | None = None,
 ) -> SnapshotResult:
     """Verify every part of a snapshot, reconcile it, and write its manifest (the commit point).
 
@@ -546,11 +546,10 @@ def commit_snapshot(
     :param out_filesystem: the output's filesystem (None: from ``out_uri``).
     :param storage_options: fsspec options for ``out_uri``.
     :param lock_wait: seconds to wait for another writer's lock.
-    :param files_stored: called under the lock before the files are checked: returns once
-        the results' files are stored, or raises (uploads still completing: see
-        :func:`.background_uploads.uploads_in_background`). Given its
-        :class:`.background_uploads.StoredUploads`, the files stored already are checked while
-        it waits, and those whose uploads complete under the lock are not read back.
+    :param files_stored: uploads still completing (see
+        :func:`.background_uploads.uploads_in_background`): under the lock, the files stored
+        already are checked while it waits for the others, and those whose uploads complete
+        under the lock are not read back; it raises the first upload's error.
     """
     fs, root = resolve_filesystem(out_uri, out_filesystem, storage_options)
     with commit_lock(fs, root, f"commit of snapshot {snapshot_id}", wait=lock_wait):
@@ -563,7 +562,7 @@ def _commit_locked(
     snapshot_id: str,
     bucket_results: Iterable[BucketResult | Mapping[str, Any]],
     plan: SnapshotPlan | None,
-    files_stored: StoredUploads | Callable[[], None] | None = None,
+    files_stored: StoredUploads | None = None,
 ) -> SnapshotResult:
     def read(sid: str) -> SnapshotResult | None:
         return read_manifest(fs, root, sid)
@@ -573,17 +572,14 @@ def _commit_locked(
         if known.snapshot_id != snapshot_id:
             raise CommitError(f"plan is for snapshot {known.snapshot_id}, not {snapshot_id}")
         results = _gather_results(known, bucket_results)
-        if not isinstance(files_stored, StoredUploads):
-            if files_stored is not None:
-                files_stored()
+        if files_stored is None:
             _verify_all(fs, root, results)
             return known, results
         # The files stored already are checked while the others' uploads complete. Those
         # complete under this lock, written whole by this process, are not read back: no
         # other writer can have removed them (removing takes the lock).
-        completing = files_stored.waiting()
         with ThreadPoolExecutor(max_workers=1) as pool:
-            verified = pool.submit(_verify_all, fs, root, results, completing)
+            verified = pool.submit(_verify_all, fs, root, results, files_stored.waiting())
             files_stored()
             verified.result()
         return known, results
