@@ -212,6 +212,10 @@ def measure(
 def _child(runner: str, table: str, out: str, workers: int, compression: str) -> None:
     import resource
 
+    from airflow_provider_acid.engine.pandas_probe import keep_pandas_unimported
+
+    keep_pandas_unimported()  # as the CLI does, before any conversion (for every contender)
+
     # the same modules imported by every contender before the clock starts: the work is timed
     import pyarrow.orc  # noqa: F401
     import pyarrow.parquet  # noqa: F401

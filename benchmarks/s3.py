@@ -14,8 +14,9 @@ and counts every request and every body byte it passes.
 1. **Compaction.** The 4M-row, 4-bucket table of ``benchmarks/compaction.py`` (generated once
    under ``--workdir``; a base, 3 insert and 3 delete deltas of 5%) is laid into the bucket's
    folder of the filesystem backend (the server serves it as objects). Measured in the same run,
-   each in a fresh process that uses the Arrow memory pool the CLI and the operators use
-   (:func:`.memory_pool.use_worker_memory_pool`; wall time inside it; peak RSS from the kernel),
+   each in a fresh process set up as the CLI's: the Arrow memory pool the CLI and the operators
+   use (:func:`.memory_pool.use_worker_memory_pool`), and pandas left unimported
+   (:func:`.pandas_probe.keep_pandas_unimported`); wall time inside it; peak RSS from the kernel,
    best of ``--repeat``: the compaction of the local copy into a local folder (the reference),
    and the compaction of the table on S3 into S3 through the proxy. Printed: their ratio; the
    bytes the proxy passed for the table's files against the ORC bytes the compaction needs
@@ -122,6 +123,10 @@ def run_child(table: str, out: str, workers: int, options: dict[str, Any] | None
 
 
 def _child(table: str, out: str, workers: int, options: dict[str, Any] | None) -> None:
+    from airflow_provider_acid.engine.pandas_probe import keep_pandas_unimported
+
+    keep_pandas_unimported()  # as the CLI does, before any conversion
+
     # what either run imports, imported before the clock starts (as compaction.py does)
     import pyarrow.orc  # noqa: F401
     import s3fs  # noqa: F401
