@@ -410,7 +410,8 @@ def fetch_early(
     files whole, the larger ones' tails (their footers) and first ranges (at most
     ``FIRST_BYTES``: their first stripes; the others are fetched when they are opened), at
     most ``ahead_bytes`` in all. What is fetched early and never opened stays until
-    :func:`forget_early`. Nothing on a local disk.
+    :func:`forget_early`. A file being fetched early already is passed over. Nothing on a
+    local disk.
 
     :param fs: the filesystem holding the files.
     :param files: (path, size as listed) of each file; those of unknown size are passed over.
@@ -419,6 +420,8 @@ def fetch_early(
     """
     if isinstance(fs, LocalFileSystem):
         return
+    with _early_lock:  # a file fetched early already is not fetched again
+        files = [f for f in files if f not in _early or _early[f][0] is not fs]
     held, started = 0, {}
     for path, size in files:
         if size is None or size <= 0:

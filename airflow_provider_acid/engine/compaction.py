@@ -52,6 +52,7 @@ from .plan import (
     plan_or_committed,
     relative_path,
     resolve_for_plan,
+    select_slices,
     slice_fingerprint,
     with_partition_types,
 )
@@ -353,10 +354,7 @@ def _in_turn(
     (:func:`.ranged_reads.fetch_early`; the first slice's all at once as it starts), and each
     data file's upload completes while it goes on to the next (inside the caller's
     :func:`.background_uploads.uploads_in_background`)."""
-    files = {
-        s.key: [(f.path, f.file.size) for f in s.delete_delta_files + s.data_files]
-        for s in snapshot.slices
-    }
+    files = {s.key: _slice_files(s) for s in snapshot.slices}
     results = []
     try:
         if keys:  # the first slice's files at once, not each as its reader comes to it
@@ -369,6 +367,14 @@ def _in_turn(
     finally:  # (its own: another compaction in this process may be fetching early too)
         forget_early([f for slice_files in files.values() for f in slice_files])
     return results
+
+
+def _slice_files(bucket_slice: BucketSlice) -> list[tuple[str, int | None]]:
+    """(path, size) of a slice's files, as :func:`.ranged_reads.fetch_early` takes them: the
+    delete deltas first (their keys are read before any row)."""
+    return [
+        (f.path, f.file.size) for f in bucket_slice.delete_delta_files + bucket_slice.data_files
+    ]
 
 
 def compact_table(
@@ -412,21 +418,34 @@ def compact_table(
     snapshot, fs, types = resolve_for_plan(
         table_uri, write_ids, txns, insert_only, filesystem, storage_options, partitions
     )
-    found = plan_or_committed(
-        snapshot,
-        out_uri,
-        fs=fs,
-        partitions=partitions,
-        buckets=buckets,
-        slice_keys=slice_keys,
-        row_filter_key=row_filter_key if row_filter is not None else None,
-        out_filesystem=out_filesystem,
-        storage_options=storage_options,
-        options=with_partition_types(options, types),
-        ignore_unrecognised=ignore_unrecognised,
-    )
+    # One worker starts fetching its first slice's files while the plan's round trips go on
+    # (the committed manifest, the snapshots to reuse, the plan's write). Away from a local
+    # disk that is two round trips or more; what the plan leaves out is forgotten.
+    first: list[tuple[str, int | None]] = []
+    if options.workers() == 1:
+        chosen = select_slices(snapshot, partitions, buckets, slice_keys)
+        first = _slice_files(chosen[0]) if chosen else []
+        fetch_early(fs, first)
+    try:
+        found = plan_or_committed(
+            snapshot,
+            out_uri,
+            fs=fs,
+            partitions=partitions,
+            buckets=buckets,
+            slice_keys=slice_keys,
+            row_filter_key=row_filter_key if row_filter is not None else None,
+            out_filesystem=out_filesystem,
+            storage_options=storage_options,
+            options=with_partition_types(options, types),
+            ignore_unrecognised=ignore_unrecognised,
+        )
+    except BaseException:
+        forget_early(first)
+        raise
     out_fs, out_root = resolve_filesystem(out_uri, out_filesystem, storage_options)
     if isinstance(found, SnapshotResult):  # committed already: finish a killed commit's markers
+        forget_early(first)
         return complete_commit(out_fs, out_root, found.snapshot_id, committed=found) or found
     plan = found
 

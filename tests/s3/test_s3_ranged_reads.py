@@ -235,3 +235,33 @@ def test_a_compaction_makes_at_most_four_requests_a_data_file(s3, tmp_path):
     for f in files:
         key = f.path.partition("/")[2]
         assert 1 <= per_file[key] <= 4, (key, per_file[key])
+
+
+def test_one_worker_fetches_its_first_slice_while_the_plan_is_written(s3, tmp_path):
+    """The first slice's files are fetched before the plan's round trips end: their GETs come
+    before the plan's PUT, however slow it is. A re-run finds the snapshot committed: what it
+    fetched early is of the first slice only, and it commits nothing."""
+    local = tmp_path / "demo"
+    generate_demo_table(str(local), rows_per_bucket=300)
+    url = s3.upload_table(local, s3.url("first-early"))
+    view = resolve_read_view(url, storage_options=s3.storage_options)
+    first = {f.path.partition("/")[2] for f in view.slices[0].files}
+    others = {f.path.partition("/")[2] for s in view.slices[1:] for f in s.files}
+    out = s3.url("first-early-out")
+    one = CompactionOptions(max_workers=1)
+    with s3.slow("PutObject", 0.3, key_contains="plan.json"), s3.requests.recording() as seen:
+        result = compact_table(url, out, storage_options=s3.storage_options, options=one)
+    assert result.newly_committed
+    order = [(r.operation, r.key) for r in seen]
+    plan_put = next(i for i, (op, key) in enumerate(order) if op == "PutObject" and
+                    key.endswith("plan.json"))  # fmt: skip
+    early = {key for op, key in order[:plan_put] if op == "GetObject"}
+    assert first <= early  # every file of the first slice, before the plan's write
+    assert len(early & others) <= 1  # of the others, only the file the schema is read from
+
+    with s3.requests.recording() as seen:
+        again = compact_table(url, out, storage_options=s3.storage_options, options=one)
+    assert again.snapshot_id == result.snapshot_id and not again.newly_committed
+    data_gets = {r.key for r in seen if r.operation == "GetObject"} & (first | others)
+    assert len(data_gets - first) <= 1  # what it fetched early, the schema's file, no more
+    assert not any(r.operation == "PutObject" and "part-" in r.key for r in seen)
