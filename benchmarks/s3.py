@@ -1,6 +1,6 @@
 """Benchmark: compaction and a one-partition manifest on a real S3 server that is far away.
 
-    python benchmarks/s3.py [--latency 0.02] [--bandwidth MB_PER_S] [--repeat 2] [--warm-up 1]
+    python benchmarks/s3.py [--latency 0.02] [--bandwidth MB_PER_S] [--repeat 2] [--warm-up 2]
                             [--workers 1] [--manifest-partitions 2000]
                             [--manifest-files-per-partition 500] [--no-manifest]
                             [--manifest-only]
@@ -24,7 +24,7 @@ and counts every request and every body byte it passes.
    locally, for what the compaction reads of it: the footer and every stripe, all columns of
    data files, the identity columns of delete deltas); the requests per data file (all the
    compaction's requests, listing and writes included, over the data and delete-delta files);
-   the peak RSS per worker. Before them, ``--warm-up`` untimed S3 compactions (1 by default,
+   the peak RSS per worker. Before them, ``--warm-up`` untimed S3 compactions (2 by default,
    through the proxy with no added latency; each one's time and peak RSS printed): S3Proxy's
    JVM compiles its hot paths in the first requests after it starts, which a real store has
    long done. A fresh S3Proxy made the next two compactions 0.5 and 0.17 s slower than later
@@ -411,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bandwidth", type=float, default=None, help="MB/s cap (none: none)")
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument(
-        "--warm-up", type=int, default=1, help="untimed S3 compactions first (a JVM warms up)"
+        "--warm-up", type=int, default=2, help="untimed S3 compactions first (a JVM warms up)"
     )
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--buckets", type=int, default=4)
