@@ -461,12 +461,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     run: Callable[[argparse.Namespace], int] = args.run
     try:
-        check_extras(args)
-        apply_hdfs_settings(args)  # every location of every command: table, --manifest, --out
         from .engine.memory_pool import use_worker_memory_pool
         from .engine.pandas_probe import keep_pandas_unimported
 
         keep_pandas_unimported()  # before any conversion: pyarrow would import pandas (43 MiB)
+        check_extras(args)
+        apply_hdfs_settings(args)  # every location of every command: table, --manifest, --out
         use_worker_memory_pool()  # a lean pool for the rows it reads and writes
         return run(args)
     except KeyboardInterrupt:
