@@ -52,7 +52,9 @@ def test_the_cli_compacts_without_importing_pandas(tmp_path):
 
 
 def test_the_library_alone_imports_pandas_at_its_first_conversion(tmp_path):
-    """What the CLI avoids: the same compaction, called as a library, imports pandas."""
+    """What the CLI avoids: the same compaction, called as a library, imports pandas. (If a
+    pyarrow release stops importing pandas at its first conversion, this fails: then
+    :mod:`.pandas_probe` has nothing left to do.)"""
     call = (
         "__import__('airflow_provider_acid.engine.compaction').engine.compaction"
         ".compact_table({table}, {out}).rows_written"
