@@ -13,7 +13,9 @@ installed. pyarrow asks again, and imports it, when pandas is really used (``to_
 ``Table.from_pandas``). Until then, the process behaves as pyarrow does without pandas:
 ``pa.array`` takes a pandas object as a plain sequence (a categorical becomes strings), and
 ``as_py()`` of a nanosecond timestamp that a ``datetime`` cannot hold raises. The package's
-own code runs the same either way (its tests pass with pandas blocked).
+own code runs the same either way: its tests pass with pandas blocked from import, and
+compaction, change feeds and manifests read sub-microsecond timestamps alike. (The test
+simulator, :mod:`..testing`, needs pandas to delete rows holding such timestamps.)
 
 The CLI calls it first, before any conversion: the process runs nothing else. The operators do
 not: a task's process may run other code (``dag.test()`` runs a whole DAG in one) that passes
