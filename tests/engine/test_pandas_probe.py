@@ -35,31 +35,29 @@ def _run(code: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _compact(tmp_path: Path, call: str) -> dict:
-    """Compact a small table by ``call`` (``{table}``, ``{out}``) in a fresh process: what it
-    returned, and whether pandas got imported."""
+def _compact(tmp_path: Path, module: str, call: str) -> dict:
+    """Compact a small table by ``call`` (``{table}``, ``{out}``) of what ``module`` names, in a
+    fresh process: what it returned, and whether pandas got imported."""
     table, out = _table(tmp_path), str(tmp_path / "out")
     return _run(
-        "import json, sys\n"
-        f"done = {call.format(table=repr(table), out=repr(out))}\n"
+        f"import json, sys, {module}\n"
+        f"done = {module}.{call.format(table=repr(table), out=repr(out))}\n"
         "print(json.dumps({'done': done, 'pandas': 'pandas' in sys.modules}))\n"
     )
 
 
 def test_the_cli_compacts_without_importing_pandas(tmp_path):
-    call = "__import__('airflow_provider_acid.cli').cli.main(['compact', {table}, '--out', {out}])"
-    assert _compact(tmp_path, call) == {"done": 0, "pandas": False}
+    call = "main(['compact', {table}, '--out', {out}])"
+    assert _compact(tmp_path, "airflow_provider_acid.cli", call) == {"done": 0, "pandas": False}
 
 
 def test_the_library_alone_imports_pandas_at_its_first_conversion(tmp_path):
     """What the CLI avoids: the same compaction, called as a library, imports pandas. (If a
     pyarrow release stops importing pandas at its first conversion, this fails: then
     :mod:`.pandas_probe` has nothing left to do.)"""
-    call = (
-        "__import__('airflow_provider_acid.engine.compaction').engine.compaction"
-        ".compact_table({table}, {out}).rows_written"
-    )
-    assert _compact(tmp_path, call) == {"done": 9, "pandas": True}
+    call = "compact_table({table}, {out}).rows_written"
+    module = "airflow_provider_acid.engine.compaction"
+    assert _compact(tmp_path, module, call) == {"done": 9, "pandas": True}
 
 
 def test_pandas_still_comes_when_it_is_really_used():
