@@ -61,6 +61,7 @@ from .change_rows import (
     CHANGE_COLUMNS,
     CHANGE_TYPE,
     CHANGE_TYPES,
+    IDENTITY,
     ChangeRange,
     CompactedRangeError,
     compacted_base,
@@ -70,6 +71,9 @@ from .change_rows import (
 )
 
 CHANGES_FORMAT = "airflow-acid/changes"
+#: A feed's columns of write ids: a few distinct values (the writes of the range, and those
+#: that inserted the rows deleted), dictionary-encoded in its files.
+WRITE_COLUMNS = ("_commit_write_id", IDENTITY[0])
 _SETTINGS_VERSION = 1
 IDENTITY_DIFF_WARNING = (
     "Hive compacted {where} inside the range: its changes were computed by diffing row "
@@ -476,6 +480,7 @@ def compute_slice(
         schema,
         settings,
         counted=CHANGE_TYPE,  # its footer counts the changes of each type (change_counts)
+        dictionary=WRITE_COLUMNS,
     )
     try:
         table = finished.rows.select(schema.names).cast(schema)

@@ -109,6 +109,9 @@ class BucketFileWriter:
     #: A text column whose values each file counts in its footer (:data:`VALUE_COUNTS_KEY`,
     #: :func:`footer_value_counts`), or None.
     counted: str | None = None
+    #: Columns dictionary-encoded whatever their type: few distinct values by construction
+    #: (besides the text columns :func:`dictionary_columns` picks).
+    dictionary: tuple[str, ...] = ()
     _counts: dict[str, int] = field(default_factory=dict)
 
     def _absolute(self, relative: str) -> str:
@@ -125,6 +128,7 @@ class BucketFileWriter:
         schema: pa.Schema,
         settings: Mapping[str, Any],
         counted: str | None = None,
+        dictionary: tuple[str, ...] = (),
     ) -> BucketFileWriter:
         """The writer of one slice's files, after removing what a killed earlier attempt at
         the same slice left (:meth:`remove_leftovers`).
@@ -138,10 +142,14 @@ class BucketFileWriter:
         :param settings: the plan's settings (row groups, file size, compression).
         :param counted: a text column (not null) whose values each file counts in its footer
             (:func:`footer_value_counts` reads them), or None.
+        :param dictionary: columns to dictionary-encode whatever their type, for few distinct
+            values by construction (a feed's write ids: plain-encoded and compressed, 10,000
+            of them cost twice the time to write).
         """
         writer = cls(
-            fs, out_root, partition_path, snapshot_id, bucket, schema, settings, counted=counted
-        )
+            fs, out_root, partition_path, snapshot_id, bucket, schema, settings,
+            counted=counted, dictionary=dictionary,
+        )  # fmt: skip
         writer.remove_leftovers()
         return writer
 
@@ -218,7 +226,7 @@ class BucketFileWriter:
             self.schema,
             compression=None if compression == "none" else compression,
             compression_level=self.settings["compression_level"],
-            use_dictionary=dictionary_columns(first),
+            use_dictionary=dictionary_columns(first) + list(self.dictionary),
             version="2.6",
             write_statistics=True,
         )
