@@ -56,7 +56,7 @@ from ..output.protocol import (
 )
 from ..output.records import BucketResult, PlannedSlice, SnapshotPlan, SnapshotResult
 from .change_diff import IdentitySnapshot, diff_changes, find_identity_snapshot
-from .change_pairs import change_writes_metadata
+from .change_pairs import change_writes_metadata, file_footer
 from .change_rows import (
     CHANGE_COLUMNS,
     CHANGE_TYPE,
@@ -524,18 +524,27 @@ def feed_watermark(
     return latest.max_write_id if latest is not None else None
 
 
-def change_counts(result: SnapshotResult, fs: AbstractFileSystem) -> dict[str, int]:
+def change_counts(
+    result: SnapshotResult,
+    fs: AbstractFileSystem,
+    footers: dict[str, pq.FileMetaData] | None = None,
+) -> dict[str, int]:
     """Rows of each change type in a committed feed: from its files' footers, which count
     their ``_change_type`` values (``parquet_files.footer_value_counts``), or from the column
-    itself in a file whose footer does not (a feed written before footers counted)."""
+    itself in a file whose footer does not (a feed written before footers counted).
+
+    :param result: the committed feed.
+    :param fs: its output filesystem.
+    :param footers: the files' footers read already, by path (see
+        :func:`.change_pairs.file_footer`).
+    """
     counts = dict.fromkeys(CHANGE_TYPES, 0)
     for path in result.file_paths():
-        with fs.open(path, "rb") as handle:
-            parquet = pq.ParquetFile(handle)
-            found = footer_value_counts(parquet.metadata, CHANGE_TYPE)
-            if found is None:
-                column = parquet.read(columns=[CHANGE_TYPE])[CHANGE_TYPE]
-                found = count_values(column)
+        found = footer_value_counts(file_footer(fs, path, footers), CHANGE_TYPE)
+        if found is None:
+            with fs.open(path, "rb") as handle:
+                column = pq.ParquetFile(handle).read(columns=[CHANGE_TYPE])[CHANGE_TYPE]
+            found = count_values(column)
         for value, rows in found.items():
             counts[value] += rows
     return counts

@@ -63,9 +63,22 @@ def change_writes_metadata(rows: pa.Table) -> dict[bytes, bytes]:
     return {CHANGE_WRITES_KEY: json.dumps(writes).encode()}
 
 
-def _footer(fs: AbstractFileSystem, root: str, file: OutputFile) -> pq.FileMetaData:
-    with fs.open(posixpath.join(root, file.path), "rb") as handle:
-        return pq.ParquetFile(handle).metadata
+def file_footer(
+    fs: AbstractFileSystem, path: str, footers: dict[str, pq.FileMetaData] | None = None
+) -> pq.FileMetaData:
+    """A feed file's Parquet footer, read once for all its readers given the same ``footers``.
+
+    :param fs: the feed's output filesystem.
+    :param path: the file's full path.
+    :param footers: the footers read so far, by path (filled here); None reads it anyway.
+    """
+    if footers is not None and path in footers:
+        return footers[path]
+    with fs.open(path, "rb") as handle:
+        metadata = pq.ParquetFile(handle).metadata
+    if footers is not None:
+        footers[path] = metadata
+    return metadata
 
 
 def _change_writes(metadata: pq.FileMetaData) -> tuple[set[int], set[int]] | None:
@@ -215,6 +228,7 @@ def pair_across_slices(
     key: Sequence[str],
     results: Sequence[BucketResult],
     settings: Mapping[str, Any],
+    footers: dict[str, pq.FileMetaData] | None = None,
 ) -> list[BucketResult]:
     """The slices' results with the updates that crossed slices paired (see the module).
 
@@ -223,6 +237,7 @@ def pair_across_slices(
     :param key: the feed's key columns (none: nothing is paired).
     :param results: the computed slices of one feed, not committed yet.
     :param settings: the feed plan's settings (the Parquet codec).
+    :param footers: the files' footers read so far, by path (see :func:`file_footer`).
     """
     results = list(results)
     if not key or len(results) < 2:
@@ -233,10 +248,10 @@ def pair_across_slices(
     owner = [(i, j) for i, r in enumerate(results) for j in range(len(r.files))]
     if not files:
         return results
-    footers = [_footer(fs, root, f) for f in files]
-    if not _may_pair(footers, owner):
+    found = [file_footer(fs, posixpath.join(root, f.path), footers) for f in files]
+    if not _may_pair(found, owner):
         return results
-    wanted = _unpaired_deletes(fs, root, files, footers, key)
+    wanted = _unpaired_deletes(fs, root, files, found, key)
     if not wanted.num_rows:
         return results
     pairs = _pairs(_changes_of(fs, root, files, key, wanted), key)
@@ -259,4 +274,4 @@ def pair_across_slices(
     ]
 
 
-__all__ = ["pair_across_slices"]
+__all__ = ["file_footer", "pair_across_slices"]

@@ -202,11 +202,12 @@ def commit_feed(
     """
     out_fs, root = resolve_filesystem(out_uri, out_filesystem, storage_options)
     committed = complete_commit(out_fs, root, feed_id)
+    footers: dict[str, Any] = {}  # read once for the pairing and the counts
     if committed is None:
         plan = read_plan(out_fs, root, feed_id)
         given = [r if isinstance(r, BucketResult) else BucketResult.from_dict(r) for r in results]
         paired = pair_across_slices(
-            out_fs, root, plan.settings["changes"]["key"], given, plan.settings
+            out_fs, root, plan.settings["changes"]["key"], given, plan.settings, footers
         )
         committed = commit_snapshot(root, feed_id, paired, plan=plan, out_filesystem=out_fs)
     change_range = ChangeRange(
@@ -217,7 +218,7 @@ def commit_feed(
         change_range.to_write_id,
         root,
         committed,
-        change_counts(committed, out_fs),
+        change_counts(committed, out_fs, footers),
         tuple(committed.warnings),
         tuple(committed.settings["changes"].get("schema_changes", ())),
     )
