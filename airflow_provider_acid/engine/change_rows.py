@@ -166,7 +166,8 @@ def _deletes_in_range(
     reader: SliceReader, change_range: ChangeRange
 ) -> tuple[pa.Table, list[DeleteBatch]]:
     """The range's delete events: identity, deleting write and statement (-1: unknown)."""
-    parts, batches = [], []
+    columns: list[list[pa.Array]] = [[], [], [], [], []]  # identity, write, statement
+    batches = []
     for batch in reader.delete_batches(with_current=True):
         current = batch.current_transaction
         assert current is not None
@@ -180,24 +181,19 @@ def _deletes_in_range(
             committed = pc.filter(current, mask)
         folder = batch.data_file.folder
         statement = folder.statement_id if isinstance(folder, DeltaDir) else None
-        n = len(committed)
-        parts.append(
-            pa.table(
-                {
-                    IDENTITY[0]: keys[0],
-                    IDENTITY[1]: keys[1],
-                    IDENTITY[2]: keys[2],
-                    _COMMIT: committed,
-                    _STATEMENT: pa.repeat(pa.scalar(-1 if statement is None else statement), n),
-                }
-            )
+        statements = pa.repeat(
+            pa.scalar(-1 if statement is None else statement, pa.int64()), len(committed)
         )
+        for found, values in zip(columns, [*keys, committed, statements], strict=True):
+            found.append(values)
         batches.append(DeleteBatch(batch.data_file, *keys))
     schema = pa.schema(
         [(IDENTITY[0], pa.int64()), (IDENTITY[1], pa.int32()), (IDENTITY[2], pa.int64())]
         + [(_COMMIT, pa.int64()), (_STATEMENT, pa.int64())]
     )
-    table = pa.concat_tables([p.cast(schema) for p in parts]) if parts else schema.empty_table()
+    if not batches:
+        return schema.empty_table(), batches
+    table = pa.Table.from_arrays([pa.concat_arrays(found) for found in columns], schema=schema)
     return table, batches
 
 
@@ -274,8 +270,19 @@ def event_changes(
         hits = keys.match(batch.original_transaction, batch.bucket, batch.row_id)
         return None if hits is None else _visible(hits, batch)
 
+    # the masks of the last batch ``changed`` saw: the reader yields it again with its
+    # columns, whole when every row was picked (the same identity arrays)
+    last: list[tuple[pa.Array, pa.Array | None, pa.Array | None]] = []
+
+    def masks(batch: RowBatch) -> tuple[pa.Array | None, pa.Array | None]:
+        if last and last[0][0] is batch.row_id:
+            return last[0][1], last[0][2]
+        found = inserted(batch), deleted(batch)
+        last[:] = [(batch.row_id, *found)]
+        return found
+
     def changed(batch: RowBatch) -> pa.Array | None:
-        insert, delete = inserted(batch), deleted(batch)
+        insert, delete = masks(batch)
         if insert is None or delete is None:
             return delete if insert is None else insert
         return pc.or_(insert, delete)
@@ -294,7 +301,8 @@ def event_changes(
     # delete's values are in the base, read only in the stripes holding a deleted row, and
     # the base's stripes whose identity bounds hold no delete key are not read at all
     for batch in reader.data_batches(select=changed, may_pick=may_change):
-        for mask, found in ((inserted(batch), inserts), (deleted(batch), preimages)):
+        insert, delete = masks(batch)
+        for mask, found in ((insert, inserts), (delete, preimages)):
             if mask is not None and pc.any(mask).as_py():
                 identity = [batch.original_transaction, batch.bucket, batch.row_id]
                 found.append(_rows(batch.columns, identity, batch.current_transaction, mask))
