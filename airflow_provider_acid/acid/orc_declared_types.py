@@ -16,6 +16,7 @@ what is wrong with a damaged file.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import IO
 
@@ -109,6 +110,13 @@ def _hive_type(types: list[list[tuple[int, int | bytes]]], column: int, depth: i
     raise Unreadable(f"type kind {kind}")  # a union, or a kind this module does not know
 
 
+@functools.lru_cache(maxsize=64)
+def _file_type(types: tuple[bytes, ...]) -> HiveType:
+    """The type tree of a footer's ``Type`` messages, built once for a table's files (they
+    share a handful of schemas: building one is half of reading a small file's footer)."""
+    return _hive_type([message_fields(t) for t in types], 0)
+
+
 def read_footer(handle: IO[bytes], size: int | None = None) -> OrcFooter | None:
     """The file's type and file statistics from its footer; None when this module does not
     read them (see the module docstring: the caller then asks pyorc).
@@ -142,12 +150,10 @@ def read_footer(handle: IO[bytes], size: int | None = None) -> OrcFooter | None:
         if len(raw) != footer_length:
             return None
         footer = message_fields(decompressed(raw, codec))
-        types = [
-            message_fields(v) for n, v in footer if n == _FOOTER_TYPES and isinstance(v, bytes)
-        ]
+        types = tuple(v for n, v in footer if n == _FOOTER_TYPES and isinstance(v, bytes))
         if not types:
             return None
-        file_type = _hive_type(types, 0)
+        file_type = _file_type(types)
         statistics = tuple(v for n, v in footer if n == _FOOTER_STATISTICS and isinstance(v, bytes))
     except (Unreadable, ProtobufError, UnicodeDecodeError, ValueError):
         return None
