@@ -21,7 +21,10 @@ Then measures, in this process, interleaved and repeated (``--repeat`` runs, 3 b
   snapshot costs (of each table: each feed is compared with its own table's);
 * ``feed (1, 7]``: :func:`compute_changes` of the six writes (inserts, and deletes with the
   deleted rows' values);
-* ``feed (1, 4]``: the inserts alone (the same in all tables: measured on ``random``).
+* ``feed (1, 4]``: the inserts alone (the same in all tables: measured on ``random``);
+* ``base decoded alone`` (on ``random``): pyarrow decoding every stripe of the base's files
+  (``rowId`` and ``row``) and nothing else, the floor of that table's feed (1, 7]: no reader
+  of the deleted rows' values decodes less when the deletes hit every stripe.
 
 A delete event holds only the deleted row's identity, so a delete's values (the row the feed
 shows) can only be read from the file holding the row: here the base. The feed passes over
@@ -66,6 +69,8 @@ from bench_table import generate_in_child
 from fsspec.implementations.local import LocalFileSystem
 
 TARGET = 0.05
+#: The name of the measure of the random table's base decoded alone (:func:`_decode_base`).
+FLOOR = "base decoded alone"
 CHANGED = 0.01  # of the base's rows: half inserted, half deleted
 #: The tables: which rows the deletes hit, and rows per ORC stripe (None: one stripe a file,
 #: as Hive's 64 MiB stripes cut a bucket file of this size).
@@ -123,6 +128,20 @@ def _feed(table: str, write_ids: str, out: Path, to: int) -> tuple[float, Counti
     return time.perf_counter() - started, fs, feed
 
 
+def _decode_base(table: str) -> float:
+    """Seconds pyarrow takes to decode every stripe of the base's files (the ``rowId`` and
+    ``row`` columns the feed reads) and nothing else: the least a feed of deletes that hit
+    every stripe costs, as a delete event holds only the deleted row's identity."""
+    import pyarrow.orc as pa_orc
+
+    started = time.perf_counter()
+    for path in sorted(Path(table).glob("base_*/bucket_*")):
+        orc = pa_orc.ORCFile(str(path))
+        for index in range(orc.nstripes):
+            orc.read_stripe(index, columns=["rowId", "row"])
+    return time.perf_counter() - started
+
+
 def _rows_hash(feed: Any) -> str:
     """The sha256 of a feed's rows, sorted (as text, one row a line): the same rows give the
     same hash whatever their files, order and row groups."""
@@ -178,10 +197,18 @@ def main(argv: list[str] | None = None) -> int:
                 counts[name] = dict(feed.counts)
                 hashes[name] = _rows_hash(feed)
                 reference[name] = compaction
+            if kind == "random":  # the floor of its feed (1, 7]: the base decoded alone
+                name = f"{FLOOR} {kind}"
+                seconds = _decode_base(table)
+                times.setdefault(name, []).append(seconds)
+                ratios.setdefault(name, []).append(seconds / reference_seconds)
+                reference[name] = compaction
     load_after = os.getloadavg()
     median = {k: statistics.median(v) for k, v in times.items()}
     checks = {}
     for name, compaction in reference.items():
+        if name.startswith(FLOOR):
+            continue
         # what a feed may open: the deltas of its range, and for deletes the base
         to = int(name.split("]")[0].split(", ")[1])
         deltas = {f for f in opened[compaction] if "delta_" in f and _write_of(f) <= to}
@@ -222,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
             changes = counts.get(name)
             shown = f"  changes {changes}" if changes else ""
             print(f"{name:<30} {seconds:6.2f} s{ratio}{shown}")
-            print(f"{'':<30} opened {sorted(opened[name])}")
+            if name in opened:
+                print(f"{'':<30} opened {sorted(opened[name])}")
         for name, digest in hashes.items():
             print(f"{name:<30} rows sha256 {digest}")
         print(f"{'all four feeds':<30} rows sha256 {result['all_rows_sha256']}")
