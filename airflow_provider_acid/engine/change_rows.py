@@ -272,13 +272,14 @@ def event_changes(
 
     # the masks of the last batch ``changed`` saw: the reader yields it again with its
     # columns, whole when every row was picked (the same identity arrays)
-    last: list[tuple[pa.Array, pa.Array | None, pa.Array | None]] = []
+    seen: tuple[pa.Array | None, pa.Array | None, pa.Array | None] = (None, None, None)
 
     def masks(batch: RowBatch) -> tuple[pa.Array | None, pa.Array | None]:
-        if last and last[0][0] is batch.row_id:
-            return last[0][1], last[0][2]
+        nonlocal seen
+        if seen[0] is batch.row_id:
+            return seen[1], seen[2]
         found = inserted(batch), deleted(batch)
-        last[:] = [(batch.row_id, *found)]
+        seen = (batch.row_id, *found)
         return found
 
     def changed(batch: RowBatch) -> pa.Array | None:
