@@ -8,7 +8,9 @@ pyiceberg's delete rewrites only the data files holding a touched key (copy-on-w
 whose column metrics rule the keys out are not even read), so the files of unchanged buckets
 stay as they are.
 
-The key (``--key``, or the feed's own) must identify rows. The snapshot summary records
+The key (``--key``, or the feed's own) must identify rows. A table published from a snapshot
+written with ``--include-identity`` gets the identity of the rows a feed adds too. The snapshot
+summary records
 ``airflow-acid.changes-write-id`` = B: the table's watermark. A feed at or below it is not
 applied again; a feed that does not start at it is refused, naming both.
 """
@@ -26,11 +28,17 @@ import pyarrow.parquet as pq
 
 from ..acid.listing import resolve_filesystem
 from ..acid.writeids import parse_write_id_list
+from .parquet_files import IDENTITY_COLUMNS
 from .records import SnapshotResult
 
 SUMMARY_CHANGES_WRITE_ID = "airflow-acid.changes-write-id"
 SUMMARY_FEED_ID = "airflow-acid.feed-id"
 _ADDS = ("insert", "update_postimage")
+#: The row identity in a snapshot's columns (``--include-identity``), and its write: a feed
+#: names the first ``_acid_original_write_id``.
+_IDENTITY = tuple(name for name, _ in IDENTITY_COLUMNS[:3])
+_CURRENT = IDENTITY_COLUMNS[3][0]
+_FEED_ORIGINAL = "_acid_original_write_id"
 
 
 @dataclass(frozen=True)
@@ -88,21 +96,34 @@ def key_states(rows: pa.Table, key: Sequence[str]) -> tuple[list[tuple], pa.Tabl
     return list(removed), rows.take(pa.array(present, pa.int64()))
 
 
+def _in_snapshot_names(rows: pa.Table) -> pa.Table:
+    """A feed's rows with the identity columns a snapshot's table has: the original write
+    renamed, and the row's write (the write that inserted it, a feed's commit write id)."""
+    rows = rows.rename_columns(
+        [_IDENTITY[0] if c == _FEED_ORIGINAL else c for c in rows.column_names]
+    )
+    current = pc.coalesce(rows["_commit_write_id"], rows[_IDENTITY[0]])
+    return rows.append_column(_CURRENT, current)
+
+
 def _touched(key: Sequence[str], values: list[tuple]) -> Any:
     from pyiceberg.expressions import And, EqualTo, In, IsNull, Or
 
-    if len(key) == 1:
-        present = [v[0] for v in values if v[0] is not None]
-        expression: Any = In(key[0], present) if present else None
-        if any(v[0] is None for v in values):
-            expression = Or(expression, IsNull(key[0])) if expression else IsNull(key[0])
-        return expression
-    terms = [
-        reduce(
-            And, [IsNull(k) if v is None else EqualTo(k, v) for k, v in zip(key, row, strict=True)]
-        )
-        for row in values
-    ]
+    # the keys grouped by their columns but the last: one ``In`` of the last a group (a few
+    # terms for the row identity, whose rowIds are numbered per write and bucket)
+    groups: dict[tuple, list[Any]] = {}
+    for row in values:
+        groups.setdefault(tuple(row[:-1]), []).append(row[-1])
+    terms = []
+    for prefix, lasts in groups.items():
+        present = [v for v in lasts if v is not None]
+        last: Any = In(key[-1], present) if present else None
+        if len(present) < len(lasts):
+            last = Or(last, IsNull(key[-1])) if last is not None else IsNull(key[-1])
+        conditions = [
+            IsNull(k) if v is None else EqualTo(k, v) for k, v in zip(key[:-1], prefix, strict=True)
+        ]
+        terms.append(reduce(And, [*conditions, last]))
     return reduce(Or, terms)
 
 
@@ -119,6 +140,7 @@ def apply_to_iceberg(
     if not changes:
         raise ValueError(f"{feed.manifest_path}: not a change feed's manifest")
     start, end = int(changes["from_write_id"]), int(changes["to_write_id"])
+    name = ".".join(table.name()) if hasattr(table, "name") else str(table)
     key = tuple(key or changes.get("key") or ())
     if not key:
         raise ValueError(
@@ -126,7 +148,6 @@ def apply_to_iceberg(
             "feed with --key COL[,COL...] or pass key"
         )
     watermark = iceberg_watermark(table)
-    name = ".".join(table.name()) if hasattr(table, "name") else str(table)
     if watermark is not None and end <= watermark:
         return IcebergApplication(None, (), (), watermark)  # applied already
     if watermark != start:
@@ -144,6 +165,8 @@ def apply_to_iceberg(
     before = _data_files(table)
     with table.transaction() as transaction:
         if parts and (rows := pa.concat_tables(parts)).num_rows:
+            if _IDENTITY[0] in schema.names:  # published with identity columns
+                rows = _in_snapshot_names(rows)
             removed, final = key_states(rows, key)
             if removed:
                 transaction.delete(_touched(key, removed), snapshot_properties=properties)

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_provider_acid.engine.change_runs import compute_changes
-from airflow_provider_acid.engine.compaction import compact_table
+from airflow_provider_acid.engine.compaction import CompactionOptions, compact_table
 from airflow_provider_acid.output.iceberg import IcebergSink
 from airflow_provider_acid.output.iceberg_changes import apply_to_iceberg, iceberg_watermark
 from airflow_provider_acid.output.sinks import publish_snapshot
@@ -78,3 +78,45 @@ def test_a_feed_without_key_is_refused(published):
     feed = compute_changes(t.root, str(tmp_path / "feed"), from_write_id=1)
     with pytest.raises(ValueError, match="needs the table's key"):
         apply_to_iceberg(feed.result, table)
+
+
+@pytest.fixture
+def published_with_identity(tmp_path: Path):
+    t = AcidTableWriter(
+        str(tmp_path / "t"), [("id", "bigint"), ("v", "string")], buckets=4, bucket_by="id"
+    )
+    t.insert([{"id": i, "v": f"a{i}"} for i in range(40)])  # write 1
+    snapshot = compact_table(
+        t.root, str(tmp_path / "snap"), options=CompactionOptions(include_identity=True)
+    )
+    publish_snapshot(snapshot, "iceberg", out_uri=str(tmp_path / "snap"))
+    return t, IcebergSink(str(tmp_path / "snap")).load_table(), tmp_path
+
+
+SNAPSHOT_IDENTITY = ("_acid_original_transaction", "_acid_bucket", "_acid_row_id")
+
+
+def _identity_rows(table) -> collections.Counter:
+    rows = pa.table(table.scan().to_arrow()).to_pylist()
+    for r in rows:  # the write that inserted the row, as compaction writes it
+        assert r["_acid_current_transaction"] == r["_acid_original_transaction"], r
+    return collections.Counter(tuple(r[c] for c in ("id", "v", *SNAPSHOT_IDENTITY)) for r in rows)
+
+
+def _expected_identity_rows(t: AcidTableWriter) -> collections.Counter:
+    return collections.Counter(
+        (r["id"], r["v"], r["row__id"]["writeid"], r["row__id"]["bucketid"], r["row__id"]["rowid"])
+        for r in t.expected_rows(with_row_id=True).to_pylist()
+    )
+
+
+def test_a_keyed_feed_applies_to_a_table_published_with_identity(published_with_identity):
+    # the migration recipe: the snapshot at A published with --include-identity, the feed
+    # applied on its key; the rows it adds carry their identity too
+    t, table, tmp_path = published_with_identity
+    t.update(lambda r: r["id"] == 3, {"v": "changed"})  # write 2
+    t.insert([{"id": 100, "v": "new"}])  # write 3
+    t.delete(lambda r: r["id"] == 7)  # write 4
+    feed = compute_changes(t.root, str(tmp_path / "feed"), from_write_id=1, key=["id"])
+    apply_to_iceberg(feed.result, table)
+    assert _identity_rows(table.refresh()) == _expected_identity_rows(t)
