@@ -77,6 +77,13 @@ def add_changes_command(commands: Any, common: argparse.ArgumentParser) -> None:
         help="leave out rows both inserted and deleted inside the range",
     )
     parser.add_argument(
+        "--no-delete-values",
+        dest="delete_values",
+        action="store_false",
+        help="give a delete the deleted row's identity only (not its values, read from the "
+        "base): only the range's deltas are read; apply such a feed by identity",
+    )
+    parser.add_argument(
         "--identity-snapshot",
         metavar="FOLDER",
         help="a snapshot folder holding the provider's snapshot at A written with "
@@ -100,6 +107,7 @@ def add_changes_command(commands: Any, common: argparse.ArgumentParser) -> None:
             to_write_id=args.to_write_id,
             key=args.key or (),
             net=args.net,
+            delete_values=args.delete_values,
             identity_snapshot=args.identity_snapshot,
         )
         summary = feed.to_dict()

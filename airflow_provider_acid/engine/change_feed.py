@@ -82,6 +82,13 @@ IDENTITY_DIFF_WARNING = (
 )
 
 
+NO_DELETE_VALUES_WARNING = (
+    "deletes carry the deleted row's identity and partition, not always its other columns "
+    "(--no-delete-values: null where they would be read from the base); apply the feed by "
+    "identity, to a snapshot written with --include-identity"
+)
+
+
 @dataclass(frozen=True)
 class FeedOptions:
     """How a feed is written.
@@ -259,6 +266,8 @@ def plan_changes(
                 chosen.append(s)
     at_a = None
     plan_warnings = list(warnings) + list(ignored)
+    if not change_range.delete_values:
+        plan_warnings.append(NO_DELETE_VALUES_WARNING)
     if diffed:
         where = sorted({posixpath.join(s.partition.path, b.name).lstrip("/") for s, b in diffed})
         if identity_snapshot is None:
@@ -308,6 +317,7 @@ def plan_changes(
             "to_write_id": change_range.to_write_id,
             "key": list(change_range.key),
             "net": change_range.net,
+            "delete_values": change_range.delete_values,
             "identity_diff_slices": sorted(s.key for s, _ in diffed),
             "identity_snapshot": at_a.result.snapshot_id if at_a else None,
             "identity_snapshot_out": at_a.result.out if at_a else None,
@@ -410,6 +420,7 @@ def change_range_of(plan: SnapshotPlan) -> ChangeRange:
         int(changes["to_write_id"]),
         tuple(changes["key"]),
         bool(changes["net"]),
+        bool(changes.get("delete_values", True)),
     )
 
 

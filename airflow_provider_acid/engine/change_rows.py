@@ -7,7 +7,9 @@ Between write ids A and B (the range ``(A, B]``) the changes of a bucket are:
   only (a minor-compacted or streaming delta straddling A is filtered event by event);
 * deletes: the delete events of writes in the range, each with the deleted row's values,
   found in the data files that can hold its identity (its ``originalTransaction`` says which:
-  originals for 0, a base for ids at or below its write id, a delta for ids in its range).
+  originals for 0, a base for ids at or below its write id, a delta for ids in its range);
+  without the deleted rows' values (``ChangeRange.delete_values`` false), only in the deltas
+  of the range, the other deletes holding their identity alone.
 
 An update (Hive writes a delete event and an insert event) is paired into
 ``update_preimage``/``update_postimage`` when a key is given and one write deletes and inserts
@@ -85,12 +87,18 @@ class ChangeRange:
     :param to_write_id: B, the last write the feed covers.
     :param key: the table's key columns: updates of a key are paired.
     :param net: leave out rows both inserted and deleted inside the range.
+    :param delete_values: give each delete the deleted row's values, read from the file that
+        holds the row (for most, the base). False: a delete holds the row's identity (and
+        the partition's values) only, and its other columns are null unless the range
+        inserted the row; only the range's deltas are read. Such a feed applies by identity,
+        to a snapshot written with identity columns; no key pairs its updates.
     """
 
     from_write_id: int
     to_write_id: int
     key: tuple[str, ...] = ()
     net: bool = False
+    delete_values: bool = True
 
     def __post_init__(self) -> None:
         if self.from_write_id < 0:
@@ -98,6 +106,11 @@ class ChangeRange:
         if self.to_write_id < self.from_write_id:
             raise ValueError(
                 f"--to-write-id {self.to_write_id} is below --from-write-id {self.from_write_id}"
+            )
+        if self.key and not self.delete_values:
+            raise ValueError(
+                f"--key {','.join(self.key)} pairs updates on the deleted rows' values, which "
+                "--no-delete-values leaves out: give one or the other"
             )
 
     def reaches(self, low: int, high: int) -> bool:
@@ -233,10 +246,12 @@ def event_changes(
     )
     keys = DeleteKeySet.from_batches(delete_batches) if deletes.num_rows else None
     deleted_writes = sorted(set(pc.unique(deletes[IDENTITY[0]]).to_pylist()))
+    # the files that can hold a deleted row (without values: only those the range inserted)
+    outside = deleted_writes if change_range.delete_values else []
     scanned = [
         f
         for f in bucket_slice.data_files
-        if _in_range(f, change_range) or (deleted_writes and _holds_any(f, deleted_writes))
+        if _in_range(f, change_range) or (outside and _holds_any(f, outside))
     ]
     # keep whole folders: synthetic row ids of plain files count the folder's earlier files
     folders = {f.folder.name if f.folder is not None else "" for f in scanned}
@@ -310,7 +325,10 @@ def event_changes(
     names = list(columns.names)
     fields = columns.arrow_fields(timestamp_unit)
     insert_rows = _finish_inserts(_concat(inserts, fields), names)
-    delete_rows = _finish_deletes(_concat(preimages, fields), deletes, names, bucket_slice)
+    preimages_found = _concat(preimages, fields)
+    if not change_range.delete_values:  # the rows not read: their identity only
+        preimages_found = _with_unread_rows(preimages_found, deletes)
+    delete_rows = _finish_deletes(preimages_found, deletes, names, bucket_slice)
     rows = pa.concat_tables([insert_rows, delete_rows])
     return SliceChanges(
         rows,
@@ -348,6 +366,28 @@ def _concat(parts: list[list[pa.Array]], fields: Sequence[pa.Field]) -> pa.Table
     return pa.Table.from_batches(
         [pa.RecordBatch.from_arrays(p, schema=schema) for p in parts], schema=schema
     )
+
+
+def _with_unread_rows(preimages: pa.Table, deletes: pa.Table) -> pa.Table:
+    """``preimages`` and a row of nulls for each delete event whose row they lack, holding
+    its identity (the row's write: its ``originalTransaction``, never one of the range,
+    whose rows are read)."""
+    events = deletes.select(list(IDENTITY))
+    if preimages.num_rows:
+        found = preimages.select(list(IDENTITY))
+        events = events.join(found, keys=list(IDENTITY), join_type="left anti")
+    if not events.num_rows:
+        return preimages
+    n = events.num_rows
+    known = {**{c: events[c] for c in IDENTITY}, ROW_WRITE: events[IDENTITY[0]]}
+    unread = pa.Table.from_arrays(
+        [
+            pc.cast(known[f.name], f.type) if f.name in known else pa.nulls(n, f.type)
+            for f in preimages.schema
+        ],
+        schema=preimages.schema,
+    )
+    return pa.concat_tables([preimages, unread])
 
 
 def _statement_of(bucket: pa.Array | pa.ChunkedArray) -> pa.Array:

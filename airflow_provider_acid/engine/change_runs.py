@@ -60,6 +60,7 @@ def plan_feed(
     to_write_id: int | None = None,
     key: Iterable[str] = (),
     net: bool = False,
+    delete_values: bool = True,
     identity_snapshot: str | None = None,
     write_ids: ValidWriteIdList | str | None = None,
     txns: Any = None,
@@ -76,6 +77,9 @@ def plan_feed(
     :param to_write_id: B; by default the write-id list's high watermark.
     :param key: the table's key columns (updates of a key are paired).
     :param net: leave out rows both inserted and deleted inside the range.
+    :param delete_values: give each delete the deleted row's values (read from the file
+        holding the row, mostly the base); False: its identity only, reading only the range's
+        deltas (see :class:`ChangeRange`).
     :param identity_snapshot: an output folder holding the provider's snapshot at A written
         with identity columns, for partitions Hive compacted inside the range.
     :param write_ids: the write-id list (Hive's form); by default the source's.
@@ -87,9 +91,9 @@ def plan_feed(
     """
     return _planned(
         table_uri, out_uri, from_write_id=from_write_id, to_write_id=to_write_id, key=key,
-        net=net, identity_snapshot=identity_snapshot, write_ids=write_ids, txns=txns,
-        options=options, filesystem=filesystem, out_filesystem=out_filesystem,
-        storage_options=storage_options,
+        net=net, delete_values=delete_values, identity_snapshot=identity_snapshot,
+        write_ids=write_ids, txns=txns, options=options, filesystem=filesystem,
+        out_filesystem=out_filesystem, storage_options=storage_options,
     )[0]  # fmt: skip
 
 
@@ -101,6 +105,7 @@ def _planned(
     to_write_id: int | None,
     key: Iterable[str],
     net: bool,
+    delete_values: bool,
     identity_snapshot: str | None,
     write_ids: ValidWriteIdList | str | None,
     txns: Any,
@@ -115,7 +120,9 @@ def _planned(
         table_uri, to_write_id, write_ids=write_ids, txns=txns,
         filesystem=filesystem, storage_options=storage_options,
     )  # fmt: skip
-    change_range = ChangeRange(start, snapshot.write_ids.high_watermark, tuple(key), net)
+    change_range = ChangeRange(
+        start, snapshot.write_ids.high_watermark, tuple(key), net, delete_values
+    )
     plan, at_a = plan_changes(
         snapshot, fs, out_root, change_range, identity_snapshot=identity_snapshot,
         options=options, warnings=warnings, out_filesystem=out_fs,
@@ -230,17 +237,20 @@ def compute_changes(table_uri: str | TableSource, out_uri: str, **arguments: Any
     :param table_uri: the table's location, or a :class:`TableSource` (by name).
     :param out_uri: the feed's output folder.
     :param arguments: :func:`plan_feed`'s keyword arguments (``from_write_id``,
-        ``to_write_id``, ``key``, ``net``, ``identity_snapshot``, the lists, ``options`` and
-        the filesystems).
+        ``to_write_id``, ``key``, ``net``, ``delete_values``, ``identity_snapshot``, the
+        lists, ``options`` and the filesystems).
     """
     known = dict.fromkeys(
-        ("from_write_id", "to_write_id", "key", "net", "identity_snapshot", "write_ids",
-         "txns", "filesystem", "out_filesystem", "storage_options"),
+        ("from_write_id", "to_write_id", "key", "net", "delete_values", "identity_snapshot",
+         "write_ids", "txns", "filesystem", "out_filesystem", "storage_options"),
     )  # fmt: skip
     unknown = sorted(set(arguments) - set(known) - {"options"})
     if unknown:
         raise TypeError(f"compute_changes: unknown arguments {unknown}")
-    given = {**known, "key": (), "net": False, "options": FeedOptions(), **arguments}
+    given = {
+        **known, "key": (), "net": False, "delete_values": True, "options": FeedOptions(),
+        **arguments,
+    }  # fmt: skip
     out_fs, root = resolve_filesystem(out_uri, given["out_filesystem"], given["storage_options"])
     plan, snapshot, fs, at_a = _planned(table_uri, root, **{**given, "out_filesystem": out_fs})
     results = []

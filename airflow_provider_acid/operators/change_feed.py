@@ -48,6 +48,9 @@ class AcidPlanChangesOperator(BaseOperator):
     :param to_write_id: B (default: the high watermark).
     :param key: the table's key, ``COL[,COL...]`` (pairs updates; Iceberg applies on it).
     :param net: leave out rows both inserted and deleted inside the range.
+    :param delete_values: give each delete the deleted row's values (read from the file that
+        holds the row, mostly the base); False: its identity only, reading only the range's
+        deltas (apply the feed by identity; no ``key``).
     :param identity_snapshot_uri: the provider's snapshot folder at A with identity columns.
     :param valid_write_ids: the write-id list, storage-only.
     :param acid_conn_id: the ``acid`` connection for storage.
@@ -74,6 +77,7 @@ class AcidPlanChangesOperator(BaseOperator):
         to_write_id: int | str | None = None,
         key: str | Sequence[str] | None = None,
         net: bool = False,
+        delete_values: bool = True,
         identity_snapshot_uri: str | None = None,
         valid_write_ids: str | None = None,
         acid_conn_id: str | None = None,
@@ -84,6 +88,7 @@ class AcidPlanChangesOperator(BaseOperator):
         self.metastore_conn_id = metastore_conn_id
         self.from_write_id, self.start_snapshot_uri = from_write_id, start_snapshot_uri
         self.to_write_id, self.key, self.net = to_write_id, key, net
+        self.delete_values = delete_values
         self.identity_snapshot_uri = identity_snapshot_uri
         self.valid_write_ids, self.acid_conn_id = valid_write_ids, acid_conn_id
 
@@ -137,6 +142,7 @@ class AcidPlanChangesOperator(BaseOperator):
             to_write_id=whole_number_or_none(self.to_write_id, "to_write_id"),
             key=[k.strip() for k in key if k.strip()],
             net=bool(self.net),
+            delete_values=bool(self.delete_values),
             identity_snapshot=hook.resolve_uri(identity) if identity else None,
             storage_options=hook.storage_options,
         )

@@ -8,9 +8,10 @@ pyiceberg's delete rewrites only the data files holding a touched key (copy-on-w
 whose column metrics rule the keys out are not even read), so the files of unchanged buckets
 stay as they are.
 
-The key (``--key``, or the feed's own) must identify rows. A table published from a snapshot
-written with ``--include-identity`` gets the identity of the rows a feed adds too. The snapshot
-summary records
+The key (``--key``, or the feed's own) must identify rows. A feed computed without the deleted
+rows' values (``--no-delete-values``) applies on the row identity instead
+(``_acid_original_write_id``, ``_acid_bucket``, ``_acid_row_id``): the table must hold it,
+published from a snapshot written with ``--include-identity``. The snapshot summary records
 ``airflow-acid.changes-write-id`` = B: the table's watermark. A feed at or below it is not
 applied again; a feed that does not start at it is refused, naming both.
 """
@@ -134,7 +135,8 @@ def apply_to_iceberg(
 
     :param feed: the committed feed (its manifest, as ``compute_changes`` returns it).
     :param table: the pyiceberg Table (the provider's publication of the snapshot at A).
-    :param key: the key columns (default: the feed's ``--key``).
+    :param key: the key columns (default: the feed's ``--key``; the row identity for a feed
+        without the deleted rows' values).
     """
     changes = feed.settings.get("changes")
     if not changes:
@@ -142,6 +144,20 @@ def apply_to_iceberg(
     start, end = int(changes["from_write_id"]), int(changes["to_write_id"])
     name = ".".join(table.name()) if hasattr(table, "name") else str(table)
     key = tuple(key or changes.get("key") or ())
+    if changes.get("delete_values", True) is False:
+        if key and key != _IDENTITY:
+            raise ValueError(
+                f"feed {feed.snapshot_id} gives its deletes' identity only (--no-delete-values):"
+                f" it applies on the row identity, not on {list(key)}"
+            )
+        key = _IDENTITY
+        missing = [c for c in key if c not in table.schema().column_names]
+        if missing:
+            raise ValueError(
+                f"Iceberg table {name} has no {missing}: feed {feed.snapshot_id} applies on the "
+                "row identity (--no-delete-values); publish the snapshot at A with "
+                "--include-identity, or compute the feed with the deleted rows' values"
+            )
     if not key:
         raise ValueError(
             f"applying feed {feed.snapshot_id} to Iceberg needs the table's key: compute the "

@@ -97,6 +97,25 @@ def test_without_key_an_update_is_a_delete_and_an_insert(table, tmp_path, capsys
     assert _rows(out, summary) == [("delete", 3, "a3", 2), ("insert", 3, "b3", 2)]
 
 
+def test_no_delete_values_gives_a_delete_its_identity_only(table, tmp_path, capsys):
+    out = str(tmp_path / "feed")
+    argv = ["changes", table.root, "--valid-write-ids", table.valid_write_ids(), "--out", out]
+    code, stdout, _ = _run(
+        capsys, *argv, "--from-write-id", "1", "--to-write-id", "3", "--no-delete-values", "--json"
+    )
+    assert code == 0
+    summary = json.loads(stdout)
+    # the rows of write 1 deleted by writes 2 and 3: no values, the insert with its own
+    assert _rows(out, summary) == [
+        ("delete", None, None, 2),
+        ("insert", 3, "b3", 2),
+        ("delete", None, None, 3),
+    ]
+    assert any("--no-delete-values" in w for w in summary["warnings"])
+    code, _, err = _run(capsys, *argv, "--from-write-id", "1", "--key", "id", "--no-delete-values")
+    assert code == 2 and "--key id" in err and "--no-delete-values" in err
+
+
 def test_net_leaves_out_rows_inserted_and_deleted_in_the_range(table, tmp_path, capsys):
     table.delete(lambda r: r["id"] == 20)  # write 7: deletes what write 6 inserted
     lists = ["--valid-write-ids", table.valid_write_ids(), "--from-write-id", "5"]

@@ -20,7 +20,11 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_acid.engine.change_rows import CHANGE_TYPES, CompactedRangeError
+from airflow_provider_acid.engine.change_rows import (
+    CHANGE_TYPES,
+    IDENTITY,
+    CompactedRangeError,
+)
 from airflow_provider_acid.engine.change_runs import compute_changes
 from airflow_provider_acid.engine.compaction import CompactionOptions, compact_table
 from airflow_provider_acid.testing.streaming import stream_batch
@@ -184,6 +188,30 @@ def _apply(at_a: collections.Counter, changes: list[dict]) -> collections.Counte
     return +state
 
 
+def _apply_by_identity(at_a: collections.Counter, changes: list[dict]) -> collections.Counter:
+    """A feed without delete values applied as a snapshot with identity columns applies it:
+    a delete removes the row of its identity, whatever its other columns hold."""
+    names = [c for c, _ in COLUMNS] + ["p"]
+    state = {row[-3:]: row for row in at_a.elements()}
+    assert len(state) == sum(at_a.values()), "identities are unique"
+    for change in sorted(changes, key=lambda c: c["_change_ordinal"]):
+        identity = tuple(change[c] for c in IDENTITY)
+        if change["_change_type"] == "insert":
+            assert identity not in state
+            state[identity] = _row(change, names) + identity
+        else:
+            assert change["_change_type"] == "delete", change  # no key: no pairs
+            held = state.pop(identity, None)
+            assert held is not None, f"deletes a row not held: {change}"
+            given = _row(change, names)
+            # the partition's value always, the others null or the row's own
+            assert given[-1] == held[len(names) - 1], (change, held)
+            assert all(
+                v is None or v == h for v, h in zip(given, held[: len(given)], strict=True)
+            ), (change, held)
+    return collections.Counter(state.values())
+
+
 def _check_history(seed: int, workdir: Path, *, writes: int = 10) -> collections.Counter:
     history = History(str(workdir / "t"), seed)
     identity = str(workdir / "identity")  # the provider's snapshots with identity, as it goes
@@ -233,6 +261,20 @@ def _check_history(seed: int, workdir: Path, *, writes: int = 10) -> collections
                     state = history.table.write_state(c["_commit_write_id"])
                     assert state is WriteState.COMMITTED
             assert _apply(_expected(history, a), changes) == at_b, (seed, a, b, history.kinds)
+            if key:  # a key pairs updates on the deleted rows' values
+                continue
+            # the same range without the deletes' values: only the range's deltas read
+            out = str(workdir / f"identity_feed_{a}_{b}")
+            try:
+                lean = compute_changes(
+                    history.table.root, out, **{**arguments, "delete_values": False}
+                )
+            except CompactedRangeError:
+                continue
+            changes = _feed_rows(out, lean)
+            at_a = _expected(history, a)
+            assert _apply_by_identity(at_a, changes) == at_b, (seed, a, b, history.kinds)
+            seen["identity_deletes"] += 1
 
     history.table.add_original_files(history.rows(3), bucket=0, partition="a")
     done = snapshot_new_writes(-1)
@@ -260,4 +302,5 @@ def test_fixed_histories_cover_every_feature(tmp_path: Path) -> None:
     for seed in (3, 11, 42):
         seen += _check_history(seed, tmp_path / str(seed), writes=12)
     features = ("insert", "delete", "update", "statements", "aborted", "open", "stream")
-    assert all(seen[f] for f in (*features, "minor", "major", "events", "identity_diff")), seen
+    more = ("minor", "major", "events", "identity_diff", "identity_deletes")
+    assert all(seen[f] for f in (*features, *more)), seen

@@ -84,3 +84,34 @@ def test_spark_reads_the_change_data_feed(delivered, spark):  # noqa: F811
         (writes[r["_commit_version"]], r["_change_type"], r["id"], r["v"]) for r in frame.collect()
     }
     assert got == WANTED
+
+
+def test_a_feed_without_delete_values_gives_the_same_change_data_feed(tmp_path):
+    # Delta's MERGE deletes the row its identity matches and records that row's values in
+    # the change data feed: a feed that read only its deltas gives what a full one gives
+    t = AcidTableWriter(
+        str(tmp_path / "t"), [("id", "bigint"), ("v", "string")], buckets=2, bucket_by="id"
+    )
+    t.insert([{"id": i, "v": f"a{i}"} for i in range(8)])  # write 1
+    at_a = compact_table(
+        t.root, str(tmp_path / "snap"), options=CompactionOptions(include_identity=True)
+    )
+    t.delete(lambda r: r["id"] in (2, 5))  # write 2
+    t.update(lambda r: r["id"] == 1, {"v": "b"})  # write 3
+    t.insert([{"id": 9, "v": "x"}])  # write 4
+    cdf = {}
+    for values in (True, False):
+        out, uri = tmp_path / f"feed-{values}", str(tmp_path / f"delta-{values}")
+        feed = compute_changes(t.root, str(out), from_write_id=1, delete_values=values)
+        deliver_to_delta(feed.result, uri, initial_snapshot=at_a)
+        rows = pa.table(DeltaTable(uri).load_cdf(starting_version=1).read_all()).to_pylist()
+        cdf[values] = collections.Counter(
+            (r["_change_type"], r["id"], r["v"], r["_acid_row_id"]) for r in rows
+        )
+    assert cdf[False] == cdf[True]
+    deleted = {(i, v) for kind, i, v, _ in cdf[False].elements() if kind == "delete"}
+    assert deleted == {(2, "a2"), (5, "a5"), (1, "a1")}  # with their values (no key: no pair)
+    final = collections.Counter(
+        (r["id"], r["v"]) for r in DeltaTable(uri).to_pyarrow_table().to_pylist()
+    )
+    assert final == collections.Counter((r["id"], r["v"]) for r in t.expected_rows().to_pylist())

@@ -120,3 +120,34 @@ def test_a_keyed_feed_applies_to_a_table_published_with_identity(published_with_
     feed = compute_changes(t.root, str(tmp_path / "feed"), from_write_id=1, key=["id"])
     apply_to_iceberg(feed.result, table)
     assert _identity_rows(table.refresh()) == _expected_identity_rows(t)
+
+
+def test_a_feed_without_delete_values_applies_on_the_row_identity(published_with_identity):
+    t, table, tmp_path = published_with_identity
+    before = {task.file.file_path for task in table.scan().plan_files()}
+    bucket0 = next(p for p in before if "-00000-" in p)
+    ids = sorted(_ids_of(bucket0))
+    t.delete(lambda r: r["id"] in ids[:3])  # write 2: rows of bucket 0 only
+    t.update(lambda r: r["id"] == ids[3], {"v": "changed"})  # write 3: delete and insert
+    t.insert([{"id": 100, "v": "new"}])  # write 4
+    t.delete(lambda r: r["id"] == 100)  # write 5: a row the range inserted
+    feed = compute_changes(t.root, str(tmp_path / "feed"), from_write_id=1, delete_values=False)
+    assert feed.counts["delete"] == 5 and feed.counts["insert"] == 2
+    with pytest.raises(ValueError, match=r"applies on the row identity, not on \['id'\]"):
+        apply_to_iceberg(feed.result, table, key=["id"])
+    applied = apply_to_iceberg(feed.result, table)
+    table = table.refresh()
+    assert _identity_rows(table) == _expected_identity_rows(t)
+    assert bucket0 in applied.files_removed
+    assert before - set(applied.files_removed) == before - {bucket0}  # other buckets stay
+    assert iceberg_watermark(table) == 5
+
+
+def test_a_feed_without_delete_values_needs_the_identity_columns(published):
+    t, table, tmp_path = published  # published without identity
+    t.delete(lambda r: r["id"] == 1)
+    feed = compute_changes(t.root, str(tmp_path / "feed"), from_write_id=1, delete_values=False)
+    wanted = r"has no \['_acid_original_transaction'.*--include-identity"
+    with pytest.raises(ValueError, match=wanted):
+        apply_to_iceberg(feed.result, table)
+    assert iceberg_watermark(table.refresh()) == 1
