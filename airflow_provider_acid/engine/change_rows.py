@@ -325,10 +325,11 @@ def event_changes(
     names = list(columns.names)
     fields = columns.arrow_fields(timestamp_unit)
     insert_rows = _finish_inserts(_concat(inserts, fields), names)
-    preimages_found = _concat(preimages, fields)
-    if not change_range.delete_values:  # the rows not read: their identity only
-        preimages_found = _with_unread_rows(preimages_found, deletes)
-    delete_rows = _finish_deletes(preimages_found, deletes, names, bucket_slice)
+    found = _concat(preimages, fields)
+    if change_range.delete_values:
+        delete_rows = _finish_deletes(found, deletes, names, bucket_slice)
+    else:  # each event with the row the range inserted, or its identity alone
+        delete_rows = _delete_rows(_aligned_preimages(found, deletes), deletes, names)
     rows = pa.concat_tables([insert_rows, delete_rows])
     return SliceChanges(
         rows,
@@ -368,26 +369,27 @@ def _concat(parts: list[list[pa.Array]], fields: Sequence[pa.Field]) -> pa.Table
     )
 
 
-def _with_unread_rows(preimages: pa.Table, deletes: pa.Table) -> pa.Table:
-    """``preimages`` and a row of nulls for each delete event whose row they lack, holding
-    its identity (the row's write: its ``originalTransaction``, never one of the range,
-    whose rows are read)."""
-    events = deletes.select(list(IDENTITY))
-    if preimages.num_rows:
-        found = preimages.select(list(IDENTITY))
-        events = events.join(found, keys=list(IDENTITY), join_type="left anti")
-    if not events.num_rows:
-        return preimages
-    n = events.num_rows
-    known = {**{c: events[c] for c in IDENTITY}, ROW_WRITE: events[IDENTITY[0]]}
-    unread = pa.Table.from_arrays(
-        [
-            pc.cast(known[f.name], f.type) if f.name in known else pa.nulls(n, f.type)
-            for f in preimages.schema
-        ],
-        schema=preimages.schema,
-    )
-    return pa.concat_tables([preimages, unread])
+def _aligned_preimages(found: pa.Table, deletes: pa.Table) -> pa.Table:
+    """A row for each delete event, in the events' order (``delete_values`` false): the row
+    found (one the range inserted), else the event's identity, the table's columns null. Such
+    a row's write is its ``originalTransaction``, at or below A (the range's rows are read)."""
+    n = deletes.num_rows
+    if found.num_rows:
+        events = deletes.select(list(IDENTITY)).append_column("__event", arange(n))
+        keyed = found.select(list(IDENTITY)).append_column(_POSITION, arange(found.num_rows))
+        joined = events.join(keyed, keys=list(IDENTITY), join_type="left outer")
+        joined = joined.take(pc.sort_indices(joined["__event"]))
+        rows = found.take(joined[_POSITION])  # a null position: a row of nulls
+    else:
+        rows = pa.Table.from_arrays(
+            [pa.nulls(n, f.type) for f in found.schema], schema=found.schema
+        )
+    known = {**{c: deletes[c] for c in IDENTITY}, ROW_WRITE: deletes[IDENTITY[0]]}
+    for name, values in known.items():
+        i = rows.schema.get_field_index(name)
+        field = rows.schema.field(i)
+        rows = rows.set_column(i, field, pc.coalesce(rows[name], pc.cast(values, field.type)))
+    return rows
 
 
 def _statement_of(bucket: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -427,9 +429,15 @@ def _finish_deletes(
             f"{joined.num_rows} of the rows they delete found in its files"
         )
     rows = preimages if same_order else preimages.take(joined[_POSITION])
-    statement = joined[_STATEMENT]
+    return _delete_rows(rows, joined, names)
+
+
+def _delete_rows(rows: pa.Table, events: pa.Table, names: Sequence[str]) -> pa.Table:
+    """Deleted ``rows`` with their delete ``events`` (one each, in the same order): the
+    deleting write and its ordinal."""
+    statement = events[_STATEMENT]
     unknown = pc.equal(statement, pa.scalar(-1, pa.int64()))
-    own = pc.equal(rows[ROW_WRITE], joined[_COMMIT])  # a row the deleting write inserted
+    own = pc.equal(rows[ROW_WRITE], events[_COMMIT])  # a row the deleting write inserted
     # a minor-compacted delete delta keeps no statement: a delete of the write's own row
     # comes after that row's insert, any other first
     late = pc.and_(unknown, own)
@@ -439,7 +447,7 @@ def _finish_deletes(
     )
     phase = pc.if_else(late, pa.scalar(2, pa.int64()), zero)
     return bookkeeping_rows(
-        rows, names, kind=1, commit=joined[_COMMIT], statement=statement, phase=phase
+        rows, names, kind=1, commit=events[_COMMIT], statement=statement, phase=phase
     )
 
 
