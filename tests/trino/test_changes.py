@@ -97,7 +97,9 @@ def history(request, trino: Trino, schema: Schema) -> History:
     return made
 
 
-def _feeds(history: History, tmp: Path, key: tuple[str, ...] = ("id",)) -> dict:
+def _feeds(
+    history: History, tmp: Path, key: tuple[str, ...] = ("id",), delete_values: bool = True
+) -> dict:
     """Every feed (A, B] of the history, by name in one read transaction, and the snapshots at
     every A (each the provider's compaction with the write-id list at A)."""
     uri = history.schema.trino.metastore_uri
@@ -114,8 +116,9 @@ def _feeds(history: History, tmp: Path, key: tuple[str, ...] = ("id",)) -> dict:
                 if b > a:
                     out = tmp / f"feed_{a}_{b}"
                     feed = compute_changes(
-                        source, str(out), from_write_id=a, to_write_id=b, key=key
-                    )
+                        source, str(out), from_write_id=a, to_write_id=b, key=key,
+                        delete_values=delete_values,
+                    )  # fmt: skip
                     feeds[a, b] = (feed, _feed_rows(feed))
     return {"feeds": feeds, "snapshots": snapshots}
 
@@ -263,3 +266,42 @@ def test_the_cli_gives_the_librarys_feed(history, feeds, tmp_path, capsys):
     assert provider_rows(cli_rows, [*COLUMNS, "_change_type"]) == provider_rows(
         changes, [*COLUMNS, "_change_type"]
     )
+
+
+def test_a_feed_without_delete_values_is_the_feed_without_base_values(history, feeds, tmp_path):
+    """Every feed (A, B] again without the deleted rows' values: the keyed feed's changes with
+    its pairs as deletes and inserts, the same identities, writes and inserted rows; a delete
+    keeps its values only where the range inserted the row (and its partition's always)."""
+    lean = _feeds(history, tmp_path, key=(), delete_values=False)["feeds"]
+    unpaired = {"update_preimage": "delete", "update_postimage": "insert"}
+    identity = ["_acid_original_write_id", "_acid_bucket", "_acid_row_id"]
+    blanked = 0
+    partitioned = history.name.endswith("partitioned")
+    for (a, b), (_, full) in feeds["feeds"].items():
+        feed, changes = lean[a, b]
+        assert feed.result.settings["changes"]["delete_values"] is False
+
+        def keyed(table: pa.Table) -> dict[tuple, dict]:
+            found = {}
+            for row in table.to_pylist() if table.num_rows else []:
+                kind = unpaired.get(row["_change_type"], row["_change_type"])
+                at = (kind, row["_commit_write_id"], *(row[c] for c in identity))
+                if partitioned:  # an identity is its bucket file's: one a partition
+                    at += (row["part"],)
+                assert at not in found, row
+                found[at] = row
+            return found
+
+        want, got = keyed(full), keyed(changes)
+        assert got.keys() == want.keys(), (a, b)
+        for at, row in got.items():
+            expected = want[at]
+            inserted_in_range = a < row["_acid_original_write_id"] <= b
+            if at[0] == "insert" or inserted_in_range:
+                assert [row[c] for c in COLUMNS] == [expected[c] for c in COLUMNS], (a, b, row)
+                continue
+            blanked += 1
+            for c in COLUMNS:
+                kept = partitioned and c == "part"  # the partition's value
+                assert row[c] == (expected[c] if kept else None), (a, b, c, row)
+    assert blanked > 0
