@@ -9,9 +9,10 @@ whose column metrics rule the keys out are not even read), so the files of uncha
 stay as they are.
 
 The key (``--key``, or the feed's own) must identify rows. A feed computed without the deleted
-rows' values (``--no-delete-values``) applies on the row identity instead
-(``_acid_original_write_id``, ``_acid_bucket``, ``_acid_row_id``): the table must hold it,
-published from a snapshot written with ``--include-identity``. The snapshot summary records
+rows' values (``--no-delete-values``) applies on the row identity instead: the table must
+hold it, published from a snapshot written with ``--include-identity`` (whose columns
+``_acid_original_transaction``, ``_acid_bucket``, ``_acid_row_id`` a feed's rows are matched to,
+its ``_acid_original_write_id`` renamed). The snapshot summary records
 ``airflow-acid.changes-write-id`` = B: the table's watermark. A feed at or below it is not
 applied again; a feed that does not start at it is refused, naming both.
 """
